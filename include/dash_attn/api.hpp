@@ -1,0 +1,26 @@
+// Public entry points. Raw device pointers and strides in, a CUDA stream for
+// ordering; no framework types. Every function validates its arguments and
+// throws dash_attn::Error with a message naming the offending argument.
+#pragma once
+
+#include <cstddef>
+
+#include "dash_attn/error.hpp"
+#include "dash_attn/types.hpp"
+
+// The CUDA runtime's own declaration, repeated so this header needs no toolkit.
+typedef struct CUstream_st* cudaStream_t;
+
+namespace dash_attn {
+
+// O = softmax(scale * Q K^T [masked]) V and the per-row LSE.
+void forward(const ForwardArgs& args, const Options& options, cudaStream_t stream);
+
+// dQ, dK, dV from dO, O and the forward's LSE. Deterministic (bitwise
+// reproducible) unless options.schedule is kAtomic or options.deterministic is false.
+void backward(const BackwardArgs& args, const Options& options, cudaStream_t stream);
+
+// Bytes of device workspace backward() needs for this shape and options.
+std::size_t backward_workspace_size(const ProblemShape& shape, const Options& options);
+
+}  // namespace dash_attn

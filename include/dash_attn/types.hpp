@@ -1,0 +1,89 @@
+// Logical description of an attention problem: shapes, tensor views, options.
+// Host-only and CUDA-free so planning, validation, the model and the reference
+// compile without a CUDA toolkit.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace dash_attn {
+
+enum class DType { kBF16, kFP16 };
+
+// How the deterministic backward orders the dQ (and GQA dK/dV) reductions.
+// See docs/schedules.md for what each one does and its liveness requirement.
+enum class ScheduleKind {
+  kAtomic,          // unordered atomic adds: the non-deterministic baseline
+  kFA3,             // FlashAttention-3's deterministic order
+  kDescending,      // DASH: descending Q-tile iteration
+  kShift,           // DASH: cyclic shift (full masks)
+  kSymmetricShift,  // DASH: paired chains with two-phase folding (causal)
+  kAuto,            // the cost model's pick for the shape
+};
+
+std::string_view to_string(DType dtype);
+std::string_view to_string(ScheduleKind kind);
+// Parses the names printed by to_string; returns nullopt for an unknown name.
+std::optional<ScheduleKind> parse_schedule_kind(std::string_view name);
+
+// Shape of one attention call. Q is (batch, seqlen_q, heads_q, head_dim);
+// K and V are (batch, seqlen_k, heads_kv, head_dim). heads_q % heads_kv == 0
+// (GQA/MQA when heads_kv < heads_q).
+struct ProblemShape {
+  int64_t batch = 0;
+  int64_t seqlen_q = 0;
+  int64_t seqlen_k = 0;
+  int64_t heads_q = 0;
+  int64_t heads_kv = 0;
+  int64_t head_dim = 0;
+};
+
+// A 4-D (batch, seq, head, dim) tensor in device memory. Strides are in
+// elements; the last dimension must be contiguous (stride 1), as TMA requires.
+struct TensorView {
+  void* data = nullptr;
+  int64_t batch_stride = 0;
+  int64_t seq_stride = 0;
+  int64_t head_stride = 0;
+  int64_t dim_stride = 1;
+};
+
+// Log-sum-exp per query row, fp32, natural log, laid out (batch, heads_q,
+// seqlen_q) with seqlen_q contiguous, as FlashAttention 2/3 return it.
+struct LseView {
+  float* data = nullptr;
+  int64_t batch_stride = 0;
+  int64_t head_stride = 0;
+};
+
+struct Options {
+  bool causal = false;  // bottom-right aligned when seqlen_q != seqlen_k
+  // Multiplies QK^T before the softmax; nullopt means 1/sqrt(head_dim).
+  std::optional<float> softmax_scale;
+  bool deterministic = true;
+  ScheduleKind schedule = ScheduleKind::kAuto;
+  // Upper bound on the backward grid (0: no cap). For tests of grid-size
+  // invariance and for leaving SMs to concurrent kernels (like FA3's sm_margin).
+  int max_ctas = 0;
+};
+
+struct ForwardArgs {
+  ProblemShape shape;
+  DType dtype = DType::kBF16;
+  TensorView q, k, v;
+  TensorView out;
+  LseView lse;
+};
+
+struct BackwardArgs {
+  ProblemShape shape;
+  DType dtype = DType::kBF16;
+  TensorView q, k, v, out, dout;
+  LseView lse;
+  TensorView dq, dk, dv;
+  void* workspace = nullptr;  // backward_workspace_size() bytes, 256-byte aligned
+  std::size_t workspace_bytes = 0;
+};
+
+}  // namespace dash_attn

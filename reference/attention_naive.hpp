@@ -1,0 +1,21 @@
+// A naive attention in the kernels' own precision (fp32 arithmetic, every
+// matrix product's result and the probabilities rounded to bf16/fp16, as a
+// framework's unfused bf16 attention does). Its error against the fp64
+// reference is the yardstick of FlashAttention-3's accuracy rule.
+#pragma once
+
+#include "attention_reference.hpp"
+
+namespace dash_attn::reference {
+
+// Rounds to the nearest bf16/fp16 value (round to nearest even).
+double round_to(DType dtype, double value);
+
+ForwardResult naive_forward(DType dtype, const ProblemShape& shape, bool causal, double softmax_scale,
+                            const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v);
+
+Gradients naive_backward(DType dtype, const ProblemShape& shape, bool causal, double softmax_scale,
+                         const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+                         const std::vector<double>& dout);
+
+}  // namespace dash_attn::reference

@@ -1,0 +1,42 @@
+#include "backward_plan.hpp"
+
+#include <cstdint>
+
+namespace dash_attn::host {
+namespace {
+
+constexpr std::size_t kSliceAlignment = 256;
+
+WorkspaceSlice take(std::size_t& cursor, std::size_t bytes) {
+  WorkspaceSlice slice{cursor, bytes};
+  cursor += (bytes + kSliceAlignment - 1) / kSliceAlignment * kSliceAlignment;
+  return slice;
+}
+
+}  // namespace
+
+BackwardWorkspace plan_backward_workspace(const ProblemShape& s, const Options& options) {
+  BackwardWorkspace w;
+  w.tile = backward_tile(static_cast<int>(s.head_dim));
+  w.q_tiles = ceil_div(static_cast<int>(s.seqlen_q), w.tile.block_m);
+  w.kv_tiles = ceil_div(static_cast<int>(s.seqlen_k), w.tile.block_n);
+  const bool ordered = options.deterministic && options.schedule != ScheduleKind::kAtomic;
+  const bool grouped = s.heads_kv != s.heads_q;
+  const auto q_rows = static_cast<std::size_t>(s.batch * s.heads_q) * w.q_tiles * w.tile.block_m;
+  const auto kv_rows = static_cast<std::size_t>(s.batch * s.heads_kv) * w.kv_tiles * w.tile.block_n;
+  const auto kv_tile_count = static_cast<std::size_t>(s.batch * s.heads_kv) * w.kv_tiles;
+  std::size_t cursor = 0;
+  w.dq_accum = take(cursor, q_rows * s.head_dim * sizeof(float));
+  w.lse_log2 = take(cursor, q_rows * sizeof(float));
+  w.dpsum = take(cursor, q_rows * sizeof(float));
+  if (ordered) w.dq_counters = take(cursor, static_cast<std::size_t>(s.batch * s.heads_q) * w.q_tiles * sizeof(int32_t));
+  if (grouped) {
+    w.dk_accum = take(cursor, kv_rows * s.head_dim * sizeof(float));
+    w.dv_accum = take(cursor, kv_rows * s.head_dim * sizeof(float));
+    if (ordered) w.dkv_counters = take(cursor, 2 * kv_tile_count * sizeof(int32_t));
+  }
+  w.total_bytes = cursor;
+  return w;
+}
+
+}  // namespace dash_attn::host

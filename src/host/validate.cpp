@@ -1,0 +1,161 @@
+#include "validate.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "dash_attn/error.hpp"
+#include "dash_attn/tile_config.hpp"
+
+namespace dash_attn::host {
+namespace {
+
+[[noreturn]] void fail(ErrorCode code, const char* function, const std::string& argument, const std::string& what) {
+  throw Error(code, std::string("dash_attn::") + function + ": argument '" + argument + "': " + what);
+}
+
+template <class T>
+std::string str(const T& value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// 16 bytes: TMA needs 16-byte aligned base addresses and global strides.
+constexpr int64_t kAlignBytes = 16;
+constexpr int64_t kElementBytes = 2;  // bf16 and fp16
+// TMA encodes global strides in 40 bits of bytes.
+constexpr int64_t kMaxStrideBytes = int64_t{1} << 40;
+// The smallest tile any kernel uses; tile counts must fit the 32-bit tile
+// indices and reduction counters of the kernels and schedules.
+constexpr int64_t kSmallestBlock = 64;
+
+void check_positive(const char* function, const char* name, int64_t value) {
+  if (value < 1) fail(ErrorCode::kInvalidArgument, function, name, "expected >= 1 (empty tensors are not accepted), got " + str(value));
+}
+
+void check_tensor(const char* function, const char* name, const TensorView& t, int64_t batch, int64_t seqlen, int64_t heads) {
+  if (t.data == nullptr) fail(ErrorCode::kInvalidArgument, function, name, "expected a non-null device pointer");
+  if (reinterpret_cast<std::uintptr_t>(t.data) % kAlignBytes != 0)
+    fail(ErrorCode::kInvalidArgument, function, name, "expected a 16-byte aligned data pointer");
+  if (t.dim_stride != 1)
+    fail(ErrorCode::kInvalidArgument, function, name,
+         "expected a contiguous last (head_dim) dimension, dim_stride 1, got " + str(t.dim_stride));
+  struct Dim {
+    const char* label;
+    int64_t size;
+    int64_t stride;
+  };
+  for (const Dim& d : {Dim{"batch_stride", batch, t.batch_stride}, Dim{"seq_stride", seqlen, t.seq_stride},
+                       Dim{"head_stride", heads, t.head_stride}}) {
+    if (d.size == 1) continue;  // the stride of a size-1 dimension is never used
+    if (d.stride <= 0)
+      fail(ErrorCode::kInvalidArgument, function, name, std::string("expected a positive ") + d.label + ", got " + str(d.stride));
+    if (d.stride * kElementBytes % kAlignBytes != 0)
+      fail(ErrorCode::kInvalidArgument, function, name,
+           std::string("expected ") + d.label + " to be a multiple of 8 elements (16 bytes), got " + str(d.stride));
+    if (d.stride > kMaxStrideBytes / kElementBytes)
+      fail(ErrorCode::kInvalidArgument, function, name, std::string(d.label) + " " + str(d.stride) + " exceeds the 2^40-byte TMA limit");
+  }
+}
+
+void check_lse(const char* function, const char* name, const LseView& lse, const ProblemShape& s) {
+  if (lse.data == nullptr) fail(ErrorCode::kInvalidArgument, function, name, "expected a non-null device pointer");
+  if (reinterpret_cast<std::uintptr_t>(lse.data) % alignof(float) != 0)
+    fail(ErrorCode::kInvalidArgument, function, name, "expected a 4-byte aligned float pointer");
+  if (s.batch > 1 && lse.batch_stride < s.heads_q * s.seqlen_q)
+    fail(ErrorCode::kInvalidArgument, function, name,
+         "expected batch_stride >= heads_q * seqlen_q = " + str(s.heads_q * s.seqlen_q) + ", got " + str(lse.batch_stride));
+  if (s.heads_q > 1 && lse.head_stride < s.seqlen_q)
+    fail(ErrorCode::kInvalidArgument, function, name,
+         "expected head_stride >= seqlen_q = " + str(s.seqlen_q) + ", got " + str(lse.head_stride));
+}
+
+}  // namespace
+
+void validate_problem(const char* function, const ProblemShape& s, const Options& options) {
+  check_positive(function, "shape.batch", s.batch);
+  check_positive(function, "shape.seqlen_q", s.seqlen_q);
+  check_positive(function, "shape.seqlen_k", s.seqlen_k);
+  check_positive(function, "shape.heads_q", s.heads_q);
+  check_positive(function, "shape.heads_kv", s.heads_kv);
+  check_positive(function, "shape.head_dim", s.head_dim);
+  if (!is_supported_head_dim(s.head_dim))
+    fail(ErrorCode::kNotSupported, function, "shape.head_dim", "expected one of 64, 128, 256, got " + str(s.head_dim));
+  if (s.heads_q % s.heads_kv != 0)
+    fail(ErrorCode::kInvalidArgument, function, "shape.heads_kv",
+         "expected a divisor of heads_q = " + str(s.heads_q) + " (GQA/MQA), got " + str(s.heads_kv));
+  constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+  const int64_t seqlen_limit = kMaxIndex - kSmallestBlock;
+  if (s.seqlen_q > seqlen_limit)
+    fail(ErrorCode::kNotSupported, function, "shape.seqlen_q", "expected <= " + str(seqlen_limit) + ", got " + str(s.seqlen_q));
+  if (s.seqlen_k > seqlen_limit)
+    fail(ErrorCode::kNotSupported, function, "shape.seqlen_k", "expected <= " + str(seqlen_limit) + ", got " + str(s.seqlen_k));
+  const int64_t q_tiles = (s.seqlen_q + kSmallestBlock - 1) / kSmallestBlock;
+  const int64_t k_tiles = (s.seqlen_k + kSmallestBlock - 1) / kSmallestBlock;
+  // Compare by division so the product itself cannot overflow.
+  if (q_tiles > kMaxIndex / s.batch / s.heads_q)
+    fail(ErrorCode::kNotSupported, function, "shape",
+         "batch * heads_q * ceil(seqlen_q / 64) = " + str(s.batch) + " * " + str(s.heads_q) + " * " + str(q_tiles) +
+             " overflows the 32-bit tile index");
+  if (k_tiles > kMaxIndex / s.batch / s.heads_q)
+    fail(ErrorCode::kNotSupported, function, "shape",
+         "batch * heads_q * ceil(seqlen_k / 64) = " + str(s.batch) + " * " + str(s.heads_q) + " * " + str(k_tiles) +
+             " overflows the 32-bit tile index");
+  if (options.softmax_scale && !(std::isfinite(*options.softmax_scale) && *options.softmax_scale != 0.0f))
+    fail(ErrorCode::kInvalidArgument, function, "options.softmax_scale",
+         "expected a finite non-zero value, got " + str(*options.softmax_scale));
+  if (options.max_ctas < 0)
+    fail(ErrorCode::kInvalidArgument, function, "options.max_ctas", "expected >= 0 (0: no cap), got " + str(options.max_ctas));
+  const auto kind = static_cast<int>(options.schedule);
+  if (kind < static_cast<int>(ScheduleKind::kAtomic) || kind > static_cast<int>(ScheduleKind::kAuto))
+    fail(ErrorCode::kInvalidArgument, function, "options.schedule", "expected a ScheduleKind value, got " + str(kind));
+  if (options.deterministic && options.schedule == ScheduleKind::kAtomic)
+    fail(ErrorCode::kInvalidArgument, function, "options.schedule",
+         "'atomic' is not deterministic; set options.deterministic = false or choose a deterministic schedule");
+  if (!options.deterministic && options.schedule != ScheduleKind::kAtomic && options.schedule != ScheduleKind::kAuto)
+    fail(ErrorCode::kInvalidArgument, function, "options.schedule",
+         std::string("'") + std::string(to_string(options.schedule)) +
+             "' is a deterministic schedule but options.deterministic is false; use 'atomic' or 'auto'");
+}
+
+void validate_forward(const ForwardArgs& a, const Options& options) {
+  constexpr const char* kFn = "forward";
+  validate_problem(kFn, a.shape, options);
+  const ProblemShape& s = a.shape;
+  check_tensor(kFn, "q", a.q, s.batch, s.seqlen_q, s.heads_q);
+  check_tensor(kFn, "k", a.k, s.batch, s.seqlen_k, s.heads_kv);
+  check_tensor(kFn, "v", a.v, s.batch, s.seqlen_k, s.heads_kv);
+  check_tensor(kFn, "out", a.out, s.batch, s.seqlen_q, s.heads_q);
+  check_lse(kFn, "lse", a.lse, s);
+}
+
+void validate_backward(const BackwardArgs& a, const Options& options, std::size_t required_workspace_bytes) {
+  constexpr const char* kFn = "backward";
+  validate_problem(kFn, a.shape, options);
+  const ProblemShape& s = a.shape;
+  check_tensor(kFn, "q", a.q, s.batch, s.seqlen_q, s.heads_q);
+  check_tensor(kFn, "k", a.k, s.batch, s.seqlen_k, s.heads_kv);
+  check_tensor(kFn, "v", a.v, s.batch, s.seqlen_k, s.heads_kv);
+  check_tensor(kFn, "out", a.out, s.batch, s.seqlen_q, s.heads_q);
+  check_tensor(kFn, "dout", a.dout, s.batch, s.seqlen_q, s.heads_q);
+  check_lse(kFn, "lse", a.lse, s);
+  check_tensor(kFn, "dq", a.dq, s.batch, s.seqlen_q, s.heads_q);
+  check_tensor(kFn, "dk", a.dk, s.batch, s.seqlen_k, s.heads_kv);
+  check_tensor(kFn, "dv", a.dv, s.batch, s.seqlen_k, s.heads_kv);
+  if (a.workspace_bytes < required_workspace_bytes)
+    fail(ErrorCode::kInvalidArgument, kFn, "workspace_bytes",
+         "expected >= backward_workspace_size() = " + str(required_workspace_bytes) + ", got " + str(a.workspace_bytes));
+  if (required_workspace_bytes > 0 && a.workspace == nullptr)
+    fail(ErrorCode::kInvalidArgument, kFn, "workspace", "expected a non-null device pointer");
+  if (reinterpret_cast<std::uintptr_t>(a.workspace) % 256 != 0)
+    fail(ErrorCode::kInvalidArgument, kFn, "workspace", "expected a 256-byte aligned pointer");
+}
+
+float resolved_softmax_scale(const ProblemShape& shape, const Options& options) {
+  return options.softmax_scale ? *options.softmax_scale : 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+}
+
+}  // namespace dash_attn::host

@@ -1,0 +1,20 @@
+// Argument validation for the public API. Pure host code: every rule is
+// tested in CI without a GPU. Each failure throws dash_attn::Error whose
+// message names the function, the argument and what was expected.
+#pragma once
+
+#include <cstddef>
+
+#include "dash_attn/types.hpp"
+
+namespace dash_attn::host {
+
+void validate_forward(const ForwardArgs& args, const Options& options);
+void validate_backward(const BackwardArgs& args, const Options& options, std::size_t required_workspace_bytes);
+// The shape and option rules alone (what backward_workspace_size needs).
+void validate_problem(const char* function, const ProblemShape& shape, const Options& options);
+
+// options.softmax_scale, or 1/sqrt(head_dim) when it is unset.
+float resolved_softmax_scale(const ProblemShape& shape, const Options& options);
+
+}  // namespace dash_attn::host

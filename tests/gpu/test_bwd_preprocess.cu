@@ -1,0 +1,77 @@
+// The backward preprocess kernel against a CPU computation of D and LSE*log2(e).
+#include <cmath>
+
+#include "common/compare.hpp"
+#include "gpu_support.hpp"
+#include "kernels/sm90/launch.hpp"
+
+namespace dash_attn {
+namespace {
+
+using testing::DeviceBuffer;
+
+TEST(BackwardPreprocess, MatchesHostComputationAndClearsAccumulators) {
+  DASH_REQUIRE_SM90();
+  const ProblemShape s{3, 77, 77, 4, 2, 128};
+  const Options options{};
+  const host::BackwardWorkspace w = host::plan_backward_workspace(s, options);
+  std::mt19937_64 rng(1234);
+  const size_t q_count = s.batch * s.seqlen_q * s.heads_q * s.head_dim;
+  std::vector<__nv_bfloat16> out_h, dout_h;
+  std::vector<double> out_x, dout_x;
+  testing::random_tensor(rng, q_count, out_h, out_x);
+  testing::random_tensor(rng, q_count, dout_h, dout_x);
+  std::vector<float> lse_h(s.batch * s.heads_q * s.seqlen_q);
+  std::normal_distribution<float> normal;
+  for (float& x : lse_h) x = normal(rng);
+  lse_h[5] = -INFINITY;  // a fully masked row
+
+  DeviceBuffer<__nv_bfloat16> out(q_count), dout(q_count);
+  DeviceBuffer<float> lse(lse_h.size());
+  DeviceBuffer<char> workspace(w.total_bytes);
+  out.upload(out_h);
+  dout.upload(dout_h);
+  lse.upload(lse_h);
+  workspace.poison();
+
+  BackwardArgs a{};
+  a.shape = s;
+  a.out = testing::dense_view(out.get(), s.seqlen_q, s.heads_q, s.head_dim);
+  a.dout = testing::dense_view(dout.get(), s.seqlen_q, s.heads_q, s.head_dim);
+  a.lse = LseView{lse.get(), s.heads_q * s.seqlen_q, s.seqlen_q};
+  a.workspace = workspace.get();
+  a.workspace_bytes = w.total_bytes;
+  sm90::launch_backward_preprocess(a, w, nullptr);
+  DASH_TEST_CUDA(cudaDeviceSynchronize());
+
+  const std::vector<char> bytes = workspace.download();
+  const auto* dpsum = reinterpret_cast<const float*>(bytes.data() + w.dpsum.offset);
+  const auto* lse_log2 = reinterpret_cast<const float*>(bytes.data() + w.lse_log2.offset);
+  const auto* dq_accum = reinterpret_cast<const float*>(bytes.data() + w.dq_accum.offset);
+  const auto* counters = reinterpret_cast<const int32_t*>(bytes.data() + w.dq_counters.offset);
+  const int64_t padded = static_cast<int64_t>(w.q_tiles) * w.tile.block_m;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads_q; ++h)
+      for (int64_t r = 0; r < padded; ++r) {
+        const int64_t slot = (b * s.heads_q + h) * padded + r;
+        if (r >= s.seqlen_q) {
+          EXPECT_EQ(dpsum[slot], 0.0f);
+          EXPECT_EQ(lse_log2[slot], INFINITY);
+          continue;
+        }
+        double d = 0.0;
+        for (int64_t k = 0; k < s.head_dim; ++k) {
+          const int64_t i = ((b * s.seqlen_q + r) * s.heads_q + h) * s.head_dim + k;
+          d += out_x[i] * dout_x[i];
+        }
+        ASSERT_NEAR(dpsum[slot], d, 1e-4 * (1.0 + std::abs(d))) << "D at " << b << "," << h << "," << r;
+        const float lse_in = lse_h[(b * s.heads_q + h) * s.seqlen_q + r];
+        const float expected = lse_in == -INFINITY ? INFINITY : lse_in * static_cast<float>(M_LOG2E);
+        ASSERT_FLOAT_EQ(lse_log2[slot], expected) << "LSE at " << b << "," << h << "," << r;
+      }
+  for (size_t i = 0; i < w.dq_accum.bytes / sizeof(float); ++i) ASSERT_EQ(dq_accum[i], 0.0f) << "dq_accum " << i;
+  for (size_t i = 0; i < w.dq_counters.bytes / sizeof(int32_t); ++i) ASSERT_EQ(counters[i], 0) << "counter " << i;
+}
+
+}  // namespace
+}  // namespace dash_attn
