@@ -1,1 +1,227 @@
+// Every validation rule of the public API, fed bad input, checked by its message.
 #include <gtest/gtest.h>
+
+#include <string>
+
+#include "dash_attn/error.hpp"
+#include "host/backward_plan.hpp"
+#include "host/validate.hpp"
+
+namespace dash_attn {
+namespace {
+
+// Validation never dereferences pointers: fake, well-aligned addresses suffice.
+void* fake_pointer(std::uintptr_t slot) { return reinterpret_cast<void*>(0x100000 + slot * 0x1000); }
+
+TensorView dense(std::uintptr_t slot, const ProblemShape& s, int64_t seqlen, int64_t heads) {
+  return TensorView{fake_pointer(slot), seqlen * heads * s.head_dim, heads * s.head_dim, s.head_dim, 1};
+}
+
+ForwardArgs valid_forward() {
+  ForwardArgs a;
+  a.shape = ProblemShape{2, 100, 130, 8, 2, 128};
+  a.q = dense(1, a.shape, a.shape.seqlen_q, a.shape.heads_q);
+  a.k = dense(2, a.shape, a.shape.seqlen_k, a.shape.heads_kv);
+  a.v = dense(3, a.shape, a.shape.seqlen_k, a.shape.heads_kv);
+  a.out = dense(4, a.shape, a.shape.seqlen_q, a.shape.heads_q);
+  a.lse = LseView{static_cast<float*>(fake_pointer(5)), a.shape.heads_q * a.shape.seqlen_q, a.shape.seqlen_q};
+  return a;
+}
+
+BackwardArgs valid_backward(const Options& options) {
+  const ForwardArgs f = valid_forward();
+  BackwardArgs a;
+  a.shape = f.shape;
+  a.q = f.q, a.k = f.k, a.v = f.v, a.out = f.out, a.lse = f.lse;
+  a.dout = dense(6, a.shape, a.shape.seqlen_q, a.shape.heads_q);
+  a.dq = dense(7, a.shape, a.shape.seqlen_q, a.shape.heads_q);
+  a.dk = dense(8, a.shape, a.shape.seqlen_k, a.shape.heads_kv);
+  a.dv = dense(9, a.shape, a.shape.seqlen_k, a.shape.heads_kv);
+  a.workspace_bytes = host::plan_backward_workspace(a.shape, options).total_bytes;
+  a.workspace = fake_pointer(10);
+  return a;
+}
+
+// Runs `call`, expects dash_attn::Error with `code` and every fragment in its message.
+template <class Call>
+void expect_error(Call call, ErrorCode code, std::initializer_list<std::string> fragments) {
+  try {
+    call();
+    ADD_FAILURE() << "expected dash_attn::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const std::string& fragment : fragments)
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
+  }
+}
+
+template <class Mutate>
+void expect_forward_error(Mutate mutate, ErrorCode code, std::initializer_list<std::string> fragments,
+                          Options options = {}) {
+  ForwardArgs a = valid_forward();
+  mutate(a, options);
+  expect_error([&] { host::validate_forward(a, options); }, code, fragments);
+}
+
+TEST(Validation, AcceptsValidArguments) {
+  const Options options;
+  EXPECT_NO_THROW(host::validate_forward(valid_forward(), options));
+  const BackwardArgs b = valid_backward(options);
+  EXPECT_NO_THROW(host::validate_backward(b, options, b.workspace_bytes));
+}
+
+TEST(Validation, AcceptsAnyStrideOfSizeOneDimensions) {
+  ForwardArgs a = valid_forward();
+  a.shape.batch = 1;
+  a.shape.heads_q = a.shape.heads_kv = 1;
+  a.q.batch_stride = a.q.head_stride = 3;  // never used for a size-1 dimension
+  EXPECT_NO_THROW(host::validate_forward(a, Options{}));
+}
+
+TEST(Validation, RejectsEmptyDimensions) {
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.batch = 0; }, ErrorCode::kInvalidArgument,
+                       {"forward", "shape.batch", ">= 1", "got 0"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.seqlen_q = 0; }, ErrorCode::kInvalidArgument,
+                       {"shape.seqlen_q", "empty"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.seqlen_k = -3; }, ErrorCode::kInvalidArgument,
+                       {"shape.seqlen_k", "got -3"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.heads_q = 0; }, ErrorCode::kInvalidArgument, {"shape.heads_q"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.heads_kv = 0; }, ErrorCode::kInvalidArgument, {"shape.heads_kv"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.head_dim = 0; }, ErrorCode::kInvalidArgument, {"shape.head_dim"});
+}
+
+TEST(Validation, RejectsUnsupportedHeadDim) {
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.head_dim = 96; }, ErrorCode::kNotSupported,
+                       {"shape.head_dim", "64, 128, 256", "got 96"});
+}
+
+TEST(Validation, RejectsHeadsNotDivisible) {
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.heads_kv = 3; }, ErrorCode::kInvalidArgument,
+                       {"shape.heads_kv", "divisor of heads_q = 8", "got 3"});
+}
+
+TEST(Validation, RejectsNullPointers) {
+  expect_forward_error([](ForwardArgs& a, Options&) { a.q.data = nullptr; }, ErrorCode::kInvalidArgument, {"'q'", "non-null"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.v.data = nullptr; }, ErrorCode::kInvalidArgument, {"'v'", "non-null"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.lse.data = nullptr; }, ErrorCode::kInvalidArgument, {"'lse'", "non-null"});
+}
+
+TEST(Validation, RejectsMisalignedPointers) {
+  expect_forward_error([](ForwardArgs& a, Options&) { a.k.data = static_cast<char*>(a.k.data) + 2; },
+                       ErrorCode::kInvalidArgument, {"'k'", "16-byte aligned"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.lse.data = reinterpret_cast<float*>(reinterpret_cast<char*>(a.lse.data) + 2); },
+                       ErrorCode::kInvalidArgument, {"'lse'", "4-byte aligned"});
+}
+
+TEST(Validation, RejectsNonContiguousLastDimension) {
+  expect_forward_error([](ForwardArgs& a, Options&) { a.out.dim_stride = 2; }, ErrorCode::kInvalidArgument,
+                       {"'out'", "contiguous last", "got 2"});
+}
+
+TEST(Validation, RejectsBadStrides) {
+  expect_forward_error([](ForwardArgs& a, Options&) { a.q.seq_stride = 1028; }, ErrorCode::kInvalidArgument,
+                       {"'q'", "seq_stride", "multiple of 8 elements", "got 1028"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.k.head_stride = -128; }, ErrorCode::kInvalidArgument,
+                       {"'k'", "positive head_stride"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.v.batch_stride = int64_t{1} << 42; }, ErrorCode::kInvalidArgument,
+                       {"'v'", "batch_stride", "2^40"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.lse.head_stride = 5; }, ErrorCode::kInvalidArgument,
+                       {"'lse'", "head_stride >= seqlen_q = 100"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.lse.batch_stride = 0; }, ErrorCode::kInvalidArgument,
+                       {"'lse'", "batch_stride >= heads_q * seqlen_q"});
+}
+
+TEST(Validation, RejectsSizesThatOverflowTileIndices) {
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.seqlen_q = int64_t{1} << 31; }, ErrorCode::kNotSupported,
+                       {"shape.seqlen_q", "expected <="});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.shape.seqlen_k = int64_t{1} << 33; }, ErrorCode::kNotSupported,
+                       {"shape.seqlen_k"});
+  expect_forward_error([](ForwardArgs& a, Options&) {
+    a.shape.batch = 1 << 16;
+    a.shape.heads_q = 1 << 10;
+    a.shape.heads_kv = 1;
+    a.shape.seqlen_q = 1 << 12;
+  }, ErrorCode::kNotSupported, {"'shape'", "overflows the 32-bit tile index"});
+}
+
+TEST(Validation, RejectsBadOptions) {
+  expect_forward_error([](ForwardArgs&, Options& o) { o.softmax_scale = std::numeric_limits<float>::infinity(); },
+                       ErrorCode::kInvalidArgument, {"options.softmax_scale", "finite"});
+  expect_forward_error([](ForwardArgs&, Options& o) { o.softmax_scale = 0.0f; }, ErrorCode::kInvalidArgument,
+                       {"options.softmax_scale"});
+  expect_forward_error([](ForwardArgs&, Options& o) { o.max_ctas = -1; }, ErrorCode::kInvalidArgument, {"options.max_ctas"});
+  expect_forward_error([](ForwardArgs&, Options& o) { o.schedule = static_cast<ScheduleKind>(42); },
+                       ErrorCode::kInvalidArgument, {"options.schedule", "got 42"});
+  expect_forward_error([](ForwardArgs&, Options& o) { o.schedule = ScheduleKind::kAtomic; }, ErrorCode::kInvalidArgument,
+                       {"options.schedule", "'atomic' is not deterministic"});
+  expect_forward_error([](ForwardArgs&, Options& o) {
+    o.deterministic = false;
+    o.schedule = ScheduleKind::kShift;
+  }, ErrorCode::kInvalidArgument, {"options.schedule", "'shift'", "deterministic is false"});
+}
+
+TEST(Validation, BackwardChecksEveryTensorAndTheWorkspace) {
+  const Options options;
+  for (auto [name, member] : {std::pair{"'dout'", &BackwardArgs::dout}, std::pair{"'dq'", &BackwardArgs::dq},
+                              std::pair{"'dk'", &BackwardArgs::dk}, std::pair{"'dv'", &BackwardArgs::dv}}) {
+    BackwardArgs a = valid_backward(options);
+    (a.*member).data = nullptr;
+    expect_error([&] { host::validate_backward(a, options, a.workspace_bytes); }, ErrorCode::kInvalidArgument,
+                 {"backward", name, "non-null"});
+  }
+  BackwardArgs small = valid_backward(options);
+  const std::size_t required = small.workspace_bytes;
+  small.workspace_bytes = required - 1;
+  expect_error([&] { host::validate_backward(small, options, required); }, ErrorCode::kInvalidArgument,
+               {"workspace_bytes", "backward_workspace_size()"});
+  BackwardArgs null_workspace = valid_backward(options);
+  null_workspace.workspace = nullptr;
+  expect_error([&] { host::validate_backward(null_workspace, options, required); }, ErrorCode::kInvalidArgument,
+               {"'workspace'", "non-null"});
+  BackwardArgs misaligned = valid_backward(options);
+  misaligned.workspace = static_cast<char*>(misaligned.workspace) + 16;
+  expect_error([&] { host::validate_backward(misaligned, options, required); }, ErrorCode::kInvalidArgument,
+               {"'workspace'", "256-byte"});
+}
+
+TEST(Validation, SoftmaxScaleDefaultsToInverseSqrtHeadDim) {
+  ProblemShape s{1, 1, 1, 1, 1, 64};
+  EXPECT_FLOAT_EQ(host::resolved_softmax_scale(s, Options{}), 0.125f);
+  Options o;
+  o.softmax_scale = 0.5f;
+  EXPECT_FLOAT_EQ(host::resolved_softmax_scale(s, o), 0.5f);
+}
+
+TEST(WorkspacePlan, SizesEverySliceAndAlignsIt) {
+  const ProblemShape s{2, 100, 130, 8, 2, 128};
+  Options options;
+  const host::BackwardWorkspace w = host::plan_backward_workspace(s, options);
+  EXPECT_EQ(w.tile.block_m, 64);
+  EXPECT_EQ(w.q_tiles, 2);
+  EXPECT_EQ(w.kv_tiles, 2);
+  EXPECT_EQ(w.dq_accum.bytes, 2u * 8 * 128 * 128 * sizeof(float));
+  EXPECT_EQ(w.dq_counters.bytes, 2u * 8 * 2 * sizeof(int32_t));
+  EXPECT_GT(w.dk_accum.bytes, 0u);  // GQA accumulates dK/dV in fp32
+  for (const host::WorkspaceSlice* slice : {&w.dq_accum, &w.lse_log2, &w.dpsum, &w.dq_counters, &w.dk_accum,
+                                            &w.dv_accum, &w.dkv_counters}) {
+    EXPECT_EQ(slice->offset % 256, 0u);
+    EXPECT_LE(slice->offset + slice->bytes, w.total_bytes);
+  }
+  options.deterministic = false;
+  options.schedule = ScheduleKind::kAtomic;
+  const host::BackwardWorkspace atomic = host::plan_backward_workspace(s, options);
+  EXPECT_EQ(atomic.dq_counters.bytes, 0u);
+  EXPECT_EQ(atomic.dkv_counters.bytes, 0u);
+}
+
+TEST(Names, RoundTripEveryScheduleKind) {
+  for (ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending, ScheduleKind::kShift,
+                            ScheduleKind::kSymmetricShift, ScheduleKind::kAuto})
+    EXPECT_EQ(parse_schedule_kind(to_string(kind)), kind);
+  EXPECT_EQ(parse_schedule_kind("nope"), std::nullopt);
+  EXPECT_EQ(to_string(DType::kBF16), "bf16");
+  EXPECT_EQ(to_string(DType::kFP16), "fp16");
+}
+
+}  // namespace
+}  // namespace dash_attn
