@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU, in one invocation, from an existing build
+# (made on any machine, e.g. one without a GPU): all GPU tests under a
+# watchdog, the benchmark table with verification and determinism checks, and
+# PyTorch SDPA peers when torch is importable. Logs and results go to $1.
+#   scripts/gpu_run.sh OUT_DIR [BUILD_DIR]
+set -uo pipefail
+out=${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR]}
+build=${2:-build}
+here=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"
+status=0
+step() {  # step NAME SECONDS COMMAND...: a watchdog bounds every step
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name (limit ${limit}s)"
+  timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$out/$name.log"
+  [ $rc -eq 0 ] || { echo "!! $name failed with exit code $rc"; status=1; }
+}
+{
+  echo "commit: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv 2>/dev/null
+  date -u
+} | tee "$out/device.txt"
+step gpu_tests "${DASH_TEST_LIMIT:-900}" "$build/tests/dash_gpu_tests" --gtest_output="xml:$out/gpu_tests.xml"
+if [ -x "$build/apps/dash-bench" ]; then
+  step bench "${DASH_BENCH_LIMIT:-900}" "$build/apps/dash-bench" --grid standard --json "$out/bench.json"
+fi
+if python3 -c 'import torch' 2>/dev/null; then
+  step peers "${DASH_BENCH_LIMIT:-900}" python3 "$here/bench/sdpa_peers.py" --json "$out/peers.json"
+fi
+exit $status
