@@ -24,6 +24,12 @@ struct Problem {
   bool causal;
 };
 
+void PrintTo(const Problem& p, std::ostream* out) {
+  const ProblemShape& s = p.shape;
+  *out << (p.causal ? "causal" : "full") << " b" << s.batch << " q" << s.seqlen_q << " k" << s.seqlen_k << " h"
+       << s.heads_q << "/" << s.heads_kv << " d" << s.head_dim;
+}
+
 // Loss whose gradient the backward computes: sum(out * dout).
 double loss(const Problem& p, double scale, const std::vector<double>& q, const std::vector<double>& k,
             const std::vector<double>& v, const std::vector<double>& dout) {
