@@ -1,0 +1,24 @@
+// descending: DASH's descending Q-tile iteration. Chains in ascending KV
+// order (longest first under a causal mask), each visiting its Q tiles from
+// the last one down to its first, and every dQ tile adds in ascending KV
+// order. All chains reach the last Q tile first, so under a causal mask no
+// chain's first add waits for a whole earlier chain (FA3's stall); the adds
+// into a tile are staggered by one reduction instead.
+// Every wait targets a lower KV tile of the same head, claimed earlier: live
+// with any number of resident CTAs.
+#pragma once
+
+#include "dash_attn/schedule/head_tiles.hpp"
+
+namespace dash_attn::schedule {
+
+struct DescendingSchedule {
+  DASH_HOST_DEVICE static int items_per_head(const HeadTiles& t) { return t.kv_tiles(); }
+  DASH_HOST_DEVICE static int chains_in_item(const HeadTiles&, int) { return 1; }
+  DASH_HOST_DEVICE static int item_chain(const HeadTiles&, int item, int) { return item; }
+  DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int, int step) { return t.q_tiles() - 1 - step; }
+  DASH_HOST_DEVICE static int rank(const HeadTiles&, int kv, int) { return kv; }
+  DASH_HOST_DEVICE static int wave_size(const HeadTiles&) { return 1; }
+};
+
+}  // namespace dash_attn::schedule

@@ -1,0 +1,145 @@
+// The schedule a backward call runs, chosen at run time: one switch over the
+// kinds (no virtual functions), the work-item decoder and the per-chain
+// cursor the kernel steps through. See interface.hpp for the calling pattern.
+#pragma once
+
+#include "dash_attn/host_device.hpp"
+#include "dash_attn/schedule/atomic_schedule.hpp"
+#include "dash_attn/schedule/descending_schedule.hpp"
+#include "dash_attn/schedule/fa3_schedule.hpp"
+#include "dash_attn/schedule/head_tiles.hpp"
+#include "dash_attn/schedule/interface.hpp"
+#include "dash_attn/schedule/resolve.hpp"
+#include "dash_attn/schedule/shift_schedule.hpp"
+#include "dash_attn/schedule/symmetric_shift_schedule.hpp"
+#include "dash_attn/schedule/tile_problem.hpp"
+#include "dash_attn/types.hpp"
+
+namespace dash_attn::schedule {
+
+// Calls op(S{}) with the schedule type of `kind` (already resolved: kAuto
+// behaves as descending, the live fallback, should it ever get here).
+template <class Op>
+DASH_HOST_DEVICE auto visit_schedule(ScheduleKind kind, Op op) {
+  switch (kind) {
+    case ScheduleKind::kAtomic: return op(AtomicSchedule{});
+    case ScheduleKind::kFA3: return op(Fa3Schedule{});
+    case ScheduleKind::kShift: return op(ShiftSchedule{});
+    case ScheduleKind::kSymmetricShift: return op(SymmetricShiftSchedule{});
+    default: return op(DescendingSchedule{});
+  }
+}
+
+// Steps of one chain: which Q tile, whether it needs the mask, and the rank
+// its dQ add waits for (dQ counter == rank before adding, +1 after).
+class ChainCursor {
+ public:
+  DASH_HOST_DEVICE ChainCursor(ScheduleKind kind, const HeadTiles& tiles, int kv)
+      : kind_(kind), tiles_(tiles), kv_(kv), length_(tiles.chain_length(kv)) {}
+
+  DASH_HOST_DEVICE bool valid() const { return step_ < length_; }
+  DASH_HOST_DEVICE void advance() { ++step_; }
+  DASH_HOST_DEVICE int step() const { return step_; }
+  DASH_HOST_DEVICE int length() const { return length_; }
+  DASH_HOST_DEVICE int kv() const { return kv_; }
+
+  DASH_HOST_DEVICE int q_tile() const {
+    const HeadTiles& t = tiles_;
+    const int kv = kv_, step = step_;
+    return visit_schedule(kind_, [&](auto s) { return s.q_tile(t, kv, step); });
+  }
+  DASH_HOST_DEVICE int rank() const {
+    const HeadTiles& t = tiles_;
+    const int kv = kv_, q = q_tile();
+    return visit_schedule(kind_, [&](auto s) { return s.rank(t, kv, q); });
+  }
+  DASH_HOST_DEVICE bool needs_mask() const { return tiles_.needs_mask(q_tile(), kv_); }
+
+ private:
+  ScheduleKind kind_;
+  HeadTiles tiles_;
+  int kv_;
+  int length_;
+  int step_ = 0;
+};
+
+class Schedule {
+ public:
+  // `kind` must be resolved (resolve_schedule) so that host and device agree.
+  DASH_HOST_DEVICE explicit Schedule(ScheduleKind kind) : kind_(kind) {}
+
+  DASH_HOST_DEVICE ScheduleKind kind() const { return kind_; }
+  DASH_HOST_DEVICE bool ordered() const { return kind_ != ScheduleKind::kAtomic; }
+
+  DASH_HOST_DEVICE int items_per_head(const HeadTiles& t) const {
+    return visit_schedule(kind_, [&](auto s) { return s.items_per_head(t); });
+  }
+
+  // Work items in claim order: sequence-major, then q-head, then the
+  // schedule's in-head order. q-heads of a GQA group come in ascending order,
+  // the order of their dK/dV adds, so those waits target earlier claims.
+  DASH_HOST_DEVICE int total_items(const TileProblem& p) const {
+    if (!p.is_varlen()) return p.batch * p.heads_q * items_per_head(p.head_tiles(0));
+    int total = 0;
+    for (int b = 0; b < p.batch; ++b) total += p.heads_q * items_per_head(p.head_tiles(b));
+    return total;
+  }
+
+  // Decodes the claim index k in [0, total_items). O(1) for equal lengths,
+  // O(batch) for varlen (a kernel with long batches can pass a prefix array).
+  DASH_HOST_DEVICE WorkItem work_item(const TileProblem& p, int k) const {
+    WorkItem item;
+    int b = 0;
+    HeadTiles tiles = p.head_tiles(0);
+    int per_head = items_per_head(tiles);
+    if (!p.is_varlen()) {
+      b = k / (p.heads_q * per_head);
+      k -= b * p.heads_q * per_head;
+    } else {
+      while (k >= p.heads_q * per_head) {
+        k -= p.heads_q * per_head;
+        tiles = p.head_tiles(++b);
+        per_head = items_per_head(tiles);
+      }
+    }
+    item.batch = b;
+    item.head_q = k / per_head;
+    item.head_kv = item.head_q / p.group_size();
+    item.index_in_head = k % per_head;
+    item.tiles = tiles;
+    const int index = item.index_in_head;
+    item.num_chains = visit_schedule(kind_, [&](auto s) { return s.chains_in_item(tiles, index); });
+    for (int c = 0; c < item.num_chains; ++c)
+      item.kv[c] = visit_schedule(kind_, [&](auto s) { return s.item_chain(tiles, index, c); });
+    return item;
+  }
+
+  DASH_HOST_DEVICE ChainCursor chain(const HeadTiles& t, int kv) const { return ChainCursor(kind_, t, kv); }
+
+  DASH_HOST_DEVICE int rank(const HeadTiles& t, int kv, int q) const {
+    return visit_schedule(kind_, [&](auto s) { return s.rank(t, kv, q); });
+  }
+
+  // Rank of q-head head_q's dK/dV add within its GQA group: ascending q-head.
+  DASH_HOST_DEVICE int dkv_rank(const TileProblem& p, int head_q) const {
+    return ordered() ? head_q % p.group_size() : kUnordered;
+  }
+
+  // Resident CTAs the kernel must guarantee for the schedule to be live:
+  // 1 when waits target only earlier-claimed items, the largest wave otherwise.
+  DASH_HOST_DEVICE int required_coresidency(const TileProblem& p) const {
+    int need = 1;
+    const int sequences = p.is_varlen() ? p.batch : (p.batch > 0 ? 1 : 0);
+    for (int b = 0; b < sequences; ++b) {
+      const HeadTiles t = p.head_tiles(b);
+      const int w = visit_schedule(kind_, [&](auto s) { return s.wave_size(t); });
+      need = w > need ? w : need;
+    }
+    return need;
+  }
+
+ private:
+  ScheduleKind kind_;
+};
+
+}  // namespace dash_attn::schedule

@@ -1,0 +1,47 @@
+// Everything a schedule decides for one problem, enumerated on the host by
+// the same schedule objects the kernel runs: the work items in claim order,
+// each chain's Q tiles with their ranks, and the GQA dK/dV ranks. The model,
+// the CLI and the tests all read schedules through this trace.
+#pragma once
+
+#include <vector>
+
+#include "dash_attn/schedule/tile_problem.hpp"
+#include "dash_attn/types.hpp"
+
+namespace dash_attn::model {
+
+struct TraceStep {
+  int q = 0;        // Q tile inside the head
+  int dq_tile = 0;  // global dQ tile id (counter index)
+  int rank = 0;     // schedule::kUnordered for atomic
+  bool masked = false;
+};
+
+struct TraceChain {
+  int batch = 0, head_q = 0, head_kv = 0, kv = 0;
+  int dkv_tile = 0;  // global (batch, head_kv, kv) id
+  int dkv_rank = 0;  // position among the q-heads of the GQA group
+  std::vector<TraceStep> steps;
+};
+
+struct TraceItem {
+  int first_chain = 0;  // chains [first_chain, first_chain + num_chains) of ScheduleTrace::chains
+  int num_chains = 0;
+};
+
+struct ScheduleTrace {
+  ScheduleKind kind = ScheduleKind::kAtomic;  // resolved
+  bool ordered = false;
+  int group_size = 1;        // q-heads per KV head
+  int coresidency = 1;       // resident workers the schedule needs to be live
+  std::vector<TraceItem> items;   // claim order
+  std::vector<TraceChain> chains;
+  std::vector<int> dq_contributors;  // per dQ tile
+  int num_dkv_tiles = 0;
+};
+
+// `requested` goes through schedule::resolve_schedule first.
+ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind requested);
+
+}  // namespace dash_attn::model
