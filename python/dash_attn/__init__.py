@@ -1,0 +1,9 @@
+"""dash_attn: attention for Hopper GPUs with a bitwise deterministic, fast backward."""
+
+from .interface import flash_attn_func, scaled_dot_product_attention
+from .integrations import register_transformers
+
+__version__ = "0.1.0"
+__all__ = ["flash_attn_func", "scaled_dot_product_attention", "register_transformers"]
+
+register_transformers()

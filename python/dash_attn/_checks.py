@@ -1,0 +1,104 @@
+"""Argument checks of the Python API. Pure Python on duck-typed tensors (only
+.shape, .dtype, .device, .stride(), .data_ptr() are used), so the rules are
+tested in CI without torch or a GPU."""
+
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
+SUPPORTED_DTYPES = ("torch.bfloat16", "torch.float16")
+SCHEDULES = ("atomic", "fa3", "descending", "shift", "symmetric_shift", "auto")
+
+# FlashAttention keyword arguments with the value that means "feature off".
+# Any other value asks for a feature dash_attn does not implement yet.
+UNSUPPORTED_FEATURES = {
+    "dropout_p": 0.0,
+    "window_size": (-1, -1),
+    "softcap": 0.0,
+    "alibi_slopes": None,
+}
+
+
+def check_unsupported(function, **features):
+    """Raise NotImplementedError naming every keyword set to an unsupported value."""
+    asked = [f"{name}={value!r}" for name, value in features.items()
+             if name not in UNSUPPORTED_FEATURES or not _is_off(name, value)]
+    if asked:
+        raise NotImplementedError(f"dash_attn.{function}: not supported yet: {', '.join(asked)}")
+
+
+def _is_off(name, value):
+    off = UNSUPPORTED_FEATURES[name]
+    if isinstance(off, tuple):
+        return tuple(value) == off
+    return value == off
+
+
+def check_schedule(function, schedule):
+    if schedule not in SCHEDULES:
+        raise ValueError(f"dash_attn.{function}: argument 'schedule': expected one of {', '.join(SCHEDULES)}, "
+                         f"got {schedule!r}")
+
+
+def check_qkv(function, q, k, v):
+    """Shapes (batch, seqlen, heads, head_dim), one CUDA device, one supported dtype."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not hasattr(t, "shape") or not hasattr(t, "dtype"):
+            raise TypeError(f"dash_attn.{function}: argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
+        if len(t.shape) != 4:
+            raise ValueError(f"dash_attn.{function}: argument '{name}': expected 4 dimensions "
+                             f"(batch, seqlen, heads, head_dim), got shape {tuple(t.shape)}")
+        if getattr(t.device, "type", None) != "cuda":
+            raise ValueError(f"dash_attn.{function}: argument '{name}': expected a CUDA tensor, got device {t.device}")
+        if str(t.dtype) not in SUPPORTED_DTYPES:
+            raise TypeError(f"dash_attn.{function}: argument '{name}': expected dtype torch.bfloat16 or "
+                            f"torch.float16, got {t.dtype}")
+    for name, t in (("k", k), ("v", v)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"dash_attn.{function}: argument '{name}': expected dtype {q.dtype} like q, got {t.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"dash_attn.{function}: argument '{name}': expected device {q.device} like q, got {t.device}")
+    batch, _, heads_q, head_dim = q.shape
+    if head_dim not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"dash_attn.{function}: argument 'q': expected head_dim in {SUPPORTED_HEAD_DIMS}, got {head_dim}")
+    if tuple(k.shape) != tuple(v.shape):
+        raise ValueError(f"dash_attn.{function}: argument 'v': expected the shape of k {tuple(k.shape)}, "
+                         f"got {tuple(v.shape)}")
+    if k.shape[0] != batch or k.shape[3] != head_dim:
+        raise ValueError(f"dash_attn.{function}: argument 'k': expected shape ({batch}, seqlen_k, heads_kv, {head_dim}) "
+                         f"to match q {tuple(q.shape)}, got {tuple(k.shape)}")
+    heads_kv = k.shape[2]
+    if heads_q % heads_kv != 0:
+        raise ValueError(f"dash_attn.{function}: argument 'k': expected heads_kv dividing heads_q = {heads_q} "
+                         f"(GQA/MQA), got {heads_kv}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if 0 in tuple(t.shape):
+            raise ValueError(f"dash_attn.{function}: argument '{name}': empty tensors are not accepted, "
+                             f"got shape {tuple(t.shape)}")
+
+
+def needs_copy(t):
+    """True when the kernels cannot read the tensor in place (TMA needs a
+    contiguous last dimension, 16-byte aligned base and strides). Such inputs
+    are copied, as FlashAttention does for a non-contiguous last dimension."""
+    strides = t.stride()
+    if strides[-1] != 1 or t.data_ptr() % 16 != 0:
+        return True
+    return any(size > 1 and (stride <= 0 or stride % 8 != 0) for size, stride in zip(t.shape[:-1], strides[:-1]))
+
+
+def resolve_deterministic(function, deterministic, schedule, torch_deterministic):
+    """The (deterministic, schedule) pair to run, honouring
+    torch.use_deterministic_algorithms: a non-deterministic request is upgraded
+    to the deterministic default, with a warning, never silently ignored."""
+    import warnings
+
+    check_schedule(function, schedule)
+    if schedule == "atomic" and deterministic:
+        raise ValueError(f"dash_attn.{function}: schedule='atomic' is not deterministic; pass deterministic=False "
+                         "or choose another schedule")
+    if not deterministic and schedule not in ("atomic", "auto"):
+        raise ValueError(f"dash_attn.{function}: schedule={schedule!r} is deterministic but deterministic=False; "
+                         "use schedule='atomic' or 'auto'")
+    if not deterministic and torch_deterministic:
+        warnings.warn(f"dash_attn.{function}: deterministic=False under torch.use_deterministic_algorithms(True); "
+                      "running the deterministic backward instead", stacklevel=3)
+        return True, "auto"
+    return deterministic, schedule

@@ -1,0 +1,65 @@
+"""dash_attn's forward and backward as torch.library custom ops: opaque to
+torch.compile (fake implementations give shapes), autograd registered through
+the op, workspace from torch's caching allocator and the current stream used,
+so CUDA-graph capture works."""
+
+import torch
+
+from . import _library
+
+
+def _stream(device):
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+@torch.library.custom_op("dash_attn::fwd", mutates_args=(), device_types="cuda")
+def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
+        deterministic: bool, schedule: str) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, seqlen_q, heads_q, _ = q.shape
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty((batch, heads_q, seqlen_q), dtype=torch.float32, device=q.device)
+    options = _library.make_options(causal, softmax_scale, deterministic, schedule)
+    _library.forward(q, k, v, out, lse, options, _stream(q.device))
+    return out, lse
+
+
+@fwd.register_fake
+def _(q, k, v, softmax_scale, causal, deterministic, schedule):
+    batch, seqlen_q, heads_q, _ = q.shape
+    return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(
+        (batch, heads_q, seqlen_q), dtype=torch.float32)
+
+
+@torch.library.custom_op("dash_attn::bwd", mutates_args=(), device_types="cuda")
+def bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+        softmax_scale: float, causal: bool, deterministic: bool,
+        schedule: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    from ._checks import needs_copy
+
+    dout = dout.contiguous() if needs_copy(dout) else dout
+    dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+    options = _library.make_options(causal, softmax_scale, deterministic, schedule)
+    workspace = torch.empty(_library.backward_workspace_size(q, k, options), dtype=torch.uint8, device=q.device)
+    _library.backward(q, k, v, out, dout, lse, dq, dk, dv, workspace, options, _stream(q.device))
+    return dq, dk, dv
+
+
+@bwd.register_fake
+def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, schedule):
+    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, softmax_scale, causal, deterministic, schedule = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.settings = (softmax_scale, causal, deterministic, schedule)
+
+
+def _backward(ctx, dout, _dlse):
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = bwd(dout, q, k, v, out, lse, *ctx.settings)
+    return dq, dk, dv, None, None, None, None
+
+
+fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -1,0 +1,91 @@
+// The C ABI over the C++ API: converts the plain structs, turns exceptions
+// into return codes and a per-thread message.
+#include "dash_attn/c_api.h"
+
+#include <string>
+
+#include "dash_attn/api.hpp"
+
+namespace {
+
+thread_local std::string last_error;
+
+dash_attn::ProblemShape to_shape(const DashShape& s) {
+  return {s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.head_dim};
+}
+
+dash_attn::TensorView to_view(const DashTensor* t) {
+  return {t->data, t->batch_stride, t->seq_stride, t->head_stride, t->dim_stride};
+}
+
+dash_attn::Options to_options(const DashOptions& o) {
+  dash_attn::Options options;
+  options.causal = o.causal != 0;
+  if (o.has_softmax_scale) options.softmax_scale = o.softmax_scale;
+  options.deterministic = o.deterministic != 0;
+  options.schedule = static_cast<dash_attn::ScheduleKind>(o.schedule);
+  options.max_ctas = o.max_ctas;
+  return options;
+}
+
+dash_attn::DType to_dtype(int32_t dtype) {
+  if (dtype != DASH_DTYPE_BF16 && dtype != DASH_DTYPE_FP16)
+    throw dash_attn::Error(dash_attn::ErrorCode::kInvalidArgument,
+                           "dash_attn: argument 'dtype': expected bf16 or fp16, got code " + std::to_string(dtype));
+  return dtype == DASH_DTYPE_BF16 ? dash_attn::DType::kBF16 : dash_attn::DType::kFP16;
+}
+
+template <class Body>
+int guarded(Body body) {
+  try {
+    body();
+    return 0;
+  } catch (const dash_attn::Error& e) {
+    last_error = e.what();
+    return 1 + static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return 1 + static_cast<int>(dash_attn::ErrorCode::kCudaError);
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+int dash_forward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
+                 const DashTensor* out, const DashLse* lse, const DashOptions* options, void* stream) {
+  return guarded([&] {
+    dash_attn::ForwardArgs a;
+    a.shape = to_shape(*shape);
+    a.dtype = to_dtype(dtype);
+    a.q = to_view(q), a.k = to_view(k), a.v = to_view(v), a.out = to_view(out);
+    a.lse = {lse->data, lse->batch_stride, lse->head_stride};
+    dash_attn::forward(a, to_options(*options), static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dash_backward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
+                  const DashTensor* out, const DashTensor* dout, const DashLse* lse, const DashTensor* dq,
+                  const DashTensor* dk, const DashTensor* dv, void* workspace, size_t workspace_bytes,
+                  const DashOptions* options, void* stream) {
+  return guarded([&] {
+    dash_attn::BackwardArgs a;
+    a.shape = to_shape(*shape);
+    a.dtype = to_dtype(dtype);
+    a.q = to_view(q), a.k = to_view(k), a.v = to_view(v), a.out = to_view(out), a.dout = to_view(dout);
+    a.lse = {lse->data, lse->batch_stride, lse->head_stride};
+    a.dq = to_view(dq), a.dk = to_view(dk), a.dv = to_view(dv);
+    a.workspace = workspace;
+    a.workspace_bytes = workspace_bytes;
+    dash_attn::backward(a, to_options(*options), static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dash_backward_workspace_size(const DashShape* shape, const DashOptions* options, size_t* bytes) {
+  return guarded([&] { *bytes = dash_attn::backward_workspace_size(to_shape(*shape), to_options(*options)); });
+}
+
+const char* dash_last_error(void) { return last_error.c_str(); }
+
+}  // extern "C"

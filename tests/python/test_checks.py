@@ -1,0 +1,110 @@
+"""The Python API's argument rules, without torch or a GPU (CI)."""
+import importlib.util
+import pathlib
+import warnings
+
+import pytest
+
+_path = pathlib.Path(__file__).resolve().parents[2] / "python" / "dash_attn" / "_checks.py"
+_spec = importlib.util.spec_from_file_location("dash_attn_checks", _path)
+checks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(checks)
+
+
+class Device:
+    def __init__(self, kind="cuda", index=0):
+        self.type, self.index = kind, index
+
+    def __eq__(self, other):
+        return (self.type, self.index) == (other.type, other.index)
+
+    def __repr__(self):
+        return f"{self.type}:{self.index}"
+
+
+class FakeTensor:
+    """Only what the checks read: shape, dtype, device, stride(), data_ptr()."""
+
+    def __init__(self, shape, dtype="torch.bfloat16", device=None, strides=None, ptr=4096):
+        self.shape, self.dtype, self.device, self._ptr = tuple(shape), dtype, device or Device(), ptr
+        if strides is None:
+            strides, step = [], 1
+            for size in reversed(self.shape):
+                strides.insert(0, step)
+                step *= size
+        self._strides = tuple(strides)
+
+    def stride(self):
+        return self._strides
+
+    def data_ptr(self):
+        return self._ptr
+
+
+def qkv(q_shape=(2, 100, 8, 128), kv_shape=(2, 130, 2, 128), **q_kwargs):
+    return FakeTensor(q_shape, **q_kwargs), FakeTensor(kv_shape), FakeTensor(kv_shape)
+
+
+def test_valid_arguments_pass():
+    checks.check_qkv("f", *qkv())
+
+
+@pytest.mark.parametrize("mutation, error, fragment", [
+    (dict(q_shape=(2, 100, 128)), ValueError, "'q': expected 4 dimensions"),
+    (dict(device=Device("cpu")), ValueError, "'q': expected a CUDA tensor"),
+    (dict(dtype="torch.float32"), TypeError, "'q': expected dtype torch.bfloat16 or torch.float16"),
+    (dict(q_shape=(2, 100, 8, 96), kv_shape=(2, 130, 2, 96)), ValueError, "head_dim in (64, 128, 256), got 96"),
+    (dict(kv_shape=(2, 130, 3, 128)), ValueError, "heads_kv dividing heads_q = 8"),
+    (dict(kv_shape=(3, 130, 2, 128)), ValueError, "'k': expected shape (2, seqlen_k, heads_kv, 128)"),
+    (dict(q_shape=(2, 0, 8, 128)), ValueError, "'q': empty tensors"),
+])
+def test_bad_arguments_name_the_argument(mutation, error, fragment):
+    q_shape = mutation.pop("q_shape", (2, 100, 8, 128))
+    kv_shape = mutation.pop("kv_shape", (2, 130, 2, 128))
+    with pytest.raises(error) as info:
+        checks.check_qkv("flash_attn_func", *qkv(q_shape, kv_shape, **mutation))
+    assert fragment in str(info.value)
+    assert "dash_attn.flash_attn_func" in str(info.value)
+
+
+def test_mismatched_k_and_v_and_dtypes():
+    q, k, _ = qkv()
+    with pytest.raises(ValueError, match="'v': expected the shape of k"):
+        checks.check_qkv("f", q, k, FakeTensor((2, 131, 2, 128)))
+    with pytest.raises(TypeError, match="'k': expected dtype torch.bfloat16 like q"):
+        checks.check_qkv("f", q, FakeTensor((2, 130, 2, 128), dtype="torch.float16"), FakeTensor((2, 130, 2, 128)))
+    with pytest.raises(TypeError, match="'v': expected a torch.Tensor"):
+        checks.check_qkv("f", q, k, [1, 2])
+
+
+def test_unsupported_features_raise_not_implemented_naming_them():
+    checks.check_unsupported("f", dropout_p=0.0, window_size=[-1, -1], softcap=0.0, alibi_slopes=None)
+    with pytest.raises(NotImplementedError, match=r"dropout_p=0.1.*softcap=1.0"):
+        checks.check_unsupported("f", dropout_p=0.1, softcap=1.0)
+    with pytest.raises(NotImplementedError, match=r"window_size=\(128, 0\)"):
+        checks.check_unsupported("f", window_size=(128, 0))
+    with pytest.raises(NotImplementedError, match="q_descale"):
+        checks.check_unsupported("f", q_descale=object())
+
+
+def test_layouts_the_kernels_cannot_read_are_copied():
+    assert not checks.needs_copy(FakeTensor((2, 100, 8, 128)))
+    assert checks.needs_copy(FakeTensor((2, 100, 8, 128), strides=(102400, 1024, 128, 2)))  # strided last dim
+    assert checks.needs_copy(FakeTensor((2, 100, 8, 128), ptr=4098))                       # misaligned base
+    assert checks.needs_copy(FakeTensor((2, 100, 8, 128), strides=(102404, 1028, 128, 1)))  # 16-byte rule
+    assert not checks.needs_copy(FakeTensor((1, 100, 1, 128), strides=(3, 128, 5, 1)))     # size-1 dims ignored
+
+
+def test_determinism_settings():
+    assert checks.resolve_deterministic("f", True, "auto", False) == (True, "auto")
+    assert checks.resolve_deterministic("f", False, "atomic", False) == (False, "atomic")
+    with pytest.raises(ValueError, match="'atomic' is not deterministic"):
+        checks.resolve_deterministic("f", True, "atomic", False)
+    with pytest.raises(ValueError, match="'shift' is deterministic but deterministic=False"):
+        checks.resolve_deterministic("f", False, "shift", False)
+    with pytest.raises(ValueError, match="argument 'schedule'"):
+        checks.resolve_deterministic("f", True, "fastest", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert checks.resolve_deterministic("f", False, "atomic", True) == (True, "auto")
+    assert "use_deterministic_algorithms" in str(caught[0].message)

@@ -1,0 +1,145 @@
+"""The PyTorch package on an sm_90 GPU: accuracy against SDPA in fp64,
+custom-op contracts, torch.compile, CUDA graphs, bitwise reproducible
+training steps and the transformers integration. Skipped elsewhere."""
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+    pytest.skip("needs an sm_90 GPU", allow_module_level=True)
+
+import dash_attn  # noqa: E402
+from dash_attn import ops  # noqa: E402
+
+F = torch.nn.functional
+
+
+def reference(q, k, v, causal, dtype=torch.float64):
+    """SDPA in higher precision on the same inputs, bottom-right causal."""
+    qt, kt, vt = (t.detach().to(dtype).transpose(1, 2).requires_grad_() for t in (q, k, v))
+    seqlen_q, seqlen_k = q.shape[1], k.shape[1]
+    mask = None
+    if causal:
+        rows = torch.arange(seqlen_q, device=q.device)[:, None]
+        cols = torch.arange(seqlen_k, device=q.device)[None, :]
+        mask = cols <= rows + seqlen_k - seqlen_q
+    groups = q.shape[2] // k.shape[2]
+    kt_full, vt_full = (t.repeat_interleave(groups, dim=1) for t in (kt, vt))
+    scores = qt @ kt_full.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    out = (probs @ vt_full).transpose(1, 2)
+    return out, (qt, kt, vt)
+
+
+def inputs(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype=torch.bfloat16, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    make = lambda s, h: torch.randn(batch, s, h, head_dim, device="cuda", dtype=dtype, generator=gen).requires_grad_()
+    return make(seqlen_q, heads_q), make(seqlen_k, heads_kv), make(seqlen_k, heads_kv)
+
+
+def max_error(a, b):
+    return (a.double() - b.double()).abs().max().item()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(2, 128, 128, 4, 4, 128), (1, 257, 113, 8, 2, 64), (2, 77, 300, 4, 1, 128)])
+def test_forward_and_gradients_match_sdpa(shape, causal):
+    q, k, v = inputs(*shape)
+    out = dash_attn.flash_attn_func(q, k, v, causal=causal)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    exact, leaves = reference(q, k, v, causal)
+    exact_grads = torch.autograd.grad(exact, leaves, dout.double())
+    naive, naive_leaves = reference(q, k, v, causal, dtype=torch.bfloat16)
+    naive_grads = torch.autograd.grad(naive, naive_leaves, dout)
+    # FlashAttention-3's rule: within 2x the error of a naive bf16 implementation, plus atol.
+    assert max_error(out, exact) <= 2 * max_error(naive, exact) + 1e-3
+    for name, g, e, n in zip("qkv", grads, exact_grads, naive_grads):
+        assert max_error(g, e) <= 2 * max_error(n.transpose(1, 2), e.transpose(1, 2)) + 1e-3, f"d{name}"
+
+
+def test_sdpa_layout_entry_point():
+    q, k, v = inputs(2, 128, 128, 4, 2, 128)
+    out = dash_attn.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True,
+                                                 enable_gqa=True)
+    assert torch.equal(out.transpose(1, 2), dash_attn.flash_attn_func(q, k, v, causal=True))
+
+
+def test_custom_ops_pass_opcheck():
+    q, k, v = inputs(1, 128, 128, 2, 2, 64)
+    torch.library.opcheck(ops.fwd, (q, k, v, 0.125, True, True, "auto"))
+    out, lse = ops.fwd(q, k, v, 0.125, True, True, "auto")
+    torch.library.opcheck(ops.bwd, (torch.randn_like(out), q, k, v, out, lse, 0.125, True, True, "auto"))
+
+
+def test_torch_compile_fullgraph():
+    q, k, v = inputs(2, 256, 256, 4, 4, 128)
+    compiled = torch.compile(lambda a, b, c: dash_attn.flash_attn_func(a, b, c, causal=True).sum(), fullgraph=True)
+    compiled(q, k, v).backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+def test_cuda_graph_capture_and_replay():
+    q, k, v = inputs(2, 256, 256, 4, 4, 128)
+    static_dout = torch.randn(2, 256, 4, 128, device="cuda", dtype=torch.bfloat16)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):  # warm-up outside capture
+            torch.autograd.grad(dash_attn.flash_attn_func(q, k, v, causal=True), (q, k, v), static_dout)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_grads = torch.autograd.grad(dash_attn.flash_attn_func(q, k, v, causal=True), (q, k, v), static_dout)
+    graph.replay()
+    eager = torch.autograd.grad(dash_attn.flash_attn_func(q, k, v, causal=True), (q, k, v), static_dout)
+    for g, e in zip(static_grads, eager):
+        assert torch.equal(g, e)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, dim=512, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim, bias=False)
+        self.proj = torch.nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).unbind(2)
+        return self.proj(dash_attn.flash_attn_func(q, k, v, causal=True).reshape(b, s, d))
+
+
+def train_steps(seed, steps=5):
+    torch.manual_seed(seed)
+    model = Block().cuda().to(torch.bfloat16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    x = torch.randn(4, 512, 512, device="cuda", dtype=torch.bfloat16)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        model(x).float().pow(2).mean().backward()
+        optimizer.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_training_steps_are_bitwise_reproducible():
+    first, second = train_steps(0), train_steps(0)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+def test_transformers_llama_runs_with_dash_attn():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="dash_attn",
+                                                          dtype=torch.bfloat16).cuda()
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    reference_model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa",
+                                                                    dtype=torch.bfloat16).cuda()
+    reference_model.load_state_dict(model.state_dict())
+    assert abs(loss.item() - reference_model(input_ids=ids, labels=ids).loss.item()) < 2e-2
