@@ -26,7 +26,8 @@ LowerBound lower_bound(const ScheduleTrace& trace, int workers, const CostModel&
     work += serial ? compute + adds : compute;
   }
   bound.load = work / workers;
-  for (std::size_t t = 0; t < trace.dq_contributors.size(); ++t)
+  // Ordered adds into one tile serialize; atomic ones may overlap in the model.
+  for (std::size_t t = 0; t < trace.dq_contributors.size() && trace.ordered; ++t)
     if (trace.dq_contributors[t] > 0)
       bound.tile = std::max(bound.tile, cheapest_compute[t] + cost.reduce * trace.dq_contributors[t]);
   bound.value = std::max({bound.load, bound.chain, bound.tile});
