@@ -41,7 +41,9 @@ TEST(ScheduleLiveness, CompletesExactlyWithTheDocumentedCoResidency) {
     for (ScheduleKind kind : kAllKinds) {
       const model::ScheduleTrace trace = model::build_trace(p, kind);
       const bool waves = trace.kind == ScheduleKind::kShift || trace.kind == ScheduleKind::kSymmetricShift;
-      if (!waves) EXPECT_EQ(trace.coresidency, 1);
+      if (!waves) {
+        EXPECT_EQ(trace.coresidency, 1);
+      }
       EXPECT_LE(trace.coresidency, schedule::kMaxWaveSize);
       const model::CostModel cost = jittery_cost(rng);
       const int most = std::min<int>(trace.coresidency + 3, static_cast<int>(trace.items.size()) + 1);
