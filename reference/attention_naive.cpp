@@ -4,6 +4,8 @@
 #include <cstring>
 #include <limits>
 
+#include "dense_layout.hpp"
+
 namespace dash_attn::reference {
 namespace {
 
@@ -32,15 +34,10 @@ struct Rounder {
   float operator()(float x) const { return dtype == DType::kBF16 ? round_bf16(x) : round_fp16(x); }
 };
 
-struct Layout4 {
-  int64_t seqlen, heads, dim;
-  int64_t operator()(int64_t b, int64_t s, int64_t h, int64_t d) const { return ((b * seqlen + s) * heads + h) * dim + d; }
-};
-
 // Rounded probabilities of one row (0 for masked keys); returns the fp32 LSE.
 float naive_row(const Rounder& round, const ProblemShape& s, bool causal, float scale, const std::vector<double>& q,
                 const std::vector<double>& k, int64_t b, int64_t h, int64_t i, std::vector<float>& p) {
-  const Layout4 qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
+  const DenseLayout qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
   const int64_t hk = h / (s.heads_q / s.heads_kv);
   float max_score = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < s.seqlen_k; ++j) {
@@ -73,7 +70,7 @@ double round_to(DType dtype, double value) { return Rounder{dtype}(static_cast<f
 ForwardResult naive_forward(DType dtype, const ProblemShape& s, bool causal, double scale, const std::vector<double>& q,
                             const std::vector<double>& k, const std::vector<double>& v) {
   const Rounder round{dtype};
-  const Layout4 qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
+  const DenseLayout qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
   ForwardResult r{std::vector<double>(q_elements(s), 0.0), std::vector<double>(lse_elements(s), 0.0)};
   std::vector<float> p(s.seqlen_k), acc(s.head_dim);
   for (int64_t b = 0; b < s.batch; ++b)
@@ -93,7 +90,7 @@ ForwardResult naive_forward(DType dtype, const ProblemShape& s, bool causal, dou
 Gradients naive_backward(DType dtype, const ProblemShape& s, bool causal, double scale, const std::vector<double>& q,
                          const std::vector<double>& k, const std::vector<double>& v, const std::vector<double>& dout) {
   const Rounder round{dtype};
-  const Layout4 qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
+  const DenseLayout qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
   std::vector<float> dq(q_elements(s), 0.0f), dk(kv_elements(s), 0.0f), dv(kv_elements(s), 0.0f);
   std::vector<float> p(s.seqlen_k), dp(s.seqlen_k);
   for (int64_t b = 0; b < s.batch; ++b)

@@ -3,20 +3,16 @@
 #include <cmath>
 #include <limits>
 
+#include "dense_layout.hpp"
+
 namespace dash_attn::reference {
 namespace {
-
-// Index helpers for the dense (batch, seq, head, dim) layout.
-struct Layout4 {
-  int64_t seqlen, heads, dim;
-  int64_t operator()(int64_t b, int64_t s, int64_t h, int64_t d) const { return ((b * seqlen + s) * heads + h) * dim + d; }
-};
 
 // Softmax probabilities of one (batch, head, row): p[j] over seqlen_k keys,
 // masked keys get 0. Returns the natural-log LSE (-inf for an empty row).
 double row_probabilities(const ProblemShape& s, bool causal, double scale, const std::vector<double>& q,
                          const std::vector<double>& k, int64_t b, int64_t h, int64_t i, std::vector<double>& p) {
-  const Layout4 qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
+  const DenseLayout qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
   const int64_t hk = h / (s.heads_q / s.heads_kv);
   double max_score = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < s.seqlen_k; ++j) {
@@ -46,7 +42,7 @@ double row_probabilities(const ProblemShape& s, bool causal, double scale, const
 
 ForwardResult attention_forward(const ProblemShape& s, bool causal, double scale, const std::vector<double>& q,
                                 const std::vector<double>& k, const std::vector<double>& v) {
-  const Layout4 qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
+  const DenseLayout qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
   ForwardResult r{std::vector<double>(q_elements(s), 0.0), std::vector<double>(lse_elements(s), 0.0)};
   std::vector<double> p(s.seqlen_k);
   for (int64_t b = 0; b < s.batch; ++b)
@@ -66,7 +62,7 @@ ForwardResult attention_forward(const ProblemShape& s, bool causal, double scale
 Gradients attention_backward(const ProblemShape& s, bool causal, double scale, const std::vector<double>& q,
                              const std::vector<double>& k, const std::vector<double>& v,
                              const std::vector<double>& dout) {
-  const Layout4 qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
+  const DenseLayout qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
   Gradients g{std::vector<double>(q_elements(s), 0.0), std::vector<double>(kv_elements(s), 0.0),
               std::vector<double>(kv_elements(s), 0.0)};
   std::vector<double> p(s.seqlen_k), dp(s.seqlen_k);

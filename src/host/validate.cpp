@@ -73,6 +73,16 @@ void check_lse(const char* function, const char* name, const LseView& lse, const
          "expected head_stride >= seqlen_q = " + str(s.seqlen_q) + ", got " + str(lse.head_stride));
 }
 
+// The tensors of the forward pass, which the backward reads too.
+void check_forward_tensors(const char* function, const ProblemShape& s, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& out, const LseView& lse) {
+  check_tensor(function, "q", q, s.batch, s.seqlen_q, s.heads_q);
+  check_tensor(function, "k", k, s.batch, s.seqlen_k, s.heads_kv);
+  check_tensor(function, "v", v, s.batch, s.seqlen_k, s.heads_kv);
+  check_tensor(function, "out", out, s.batch, s.seqlen_q, s.heads_q);
+  check_lse(function, "lse", lse, s);
+}
+
 }  // namespace
 
 void validate_problem(const char* function, const ProblemShape& s, const Options& options) {
@@ -124,24 +134,15 @@ void validate_problem(const char* function, const ProblemShape& s, const Options
 void validate_forward(const ForwardArgs& a, const Options& options) {
   constexpr const char* kFn = "forward";
   validate_problem(kFn, a.shape, options);
-  const ProblemShape& s = a.shape;
-  check_tensor(kFn, "q", a.q, s.batch, s.seqlen_q, s.heads_q);
-  check_tensor(kFn, "k", a.k, s.batch, s.seqlen_k, s.heads_kv);
-  check_tensor(kFn, "v", a.v, s.batch, s.seqlen_k, s.heads_kv);
-  check_tensor(kFn, "out", a.out, s.batch, s.seqlen_q, s.heads_q);
-  check_lse(kFn, "lse", a.lse, s);
+  check_forward_tensors(kFn, a.shape, a.q, a.k, a.v, a.out, a.lse);
 }
 
 void validate_backward(const BackwardArgs& a, const Options& options, std::size_t required_workspace_bytes) {
   constexpr const char* kFn = "backward";
   validate_problem(kFn, a.shape, options);
   const ProblemShape& s = a.shape;
-  check_tensor(kFn, "q", a.q, s.batch, s.seqlen_q, s.heads_q);
-  check_tensor(kFn, "k", a.k, s.batch, s.seqlen_k, s.heads_kv);
-  check_tensor(kFn, "v", a.v, s.batch, s.seqlen_k, s.heads_kv);
-  check_tensor(kFn, "out", a.out, s.batch, s.seqlen_q, s.heads_q);
+  check_forward_tensors(kFn, s, a.q, a.k, a.v, a.out, a.lse);
   check_tensor(kFn, "dout", a.dout, s.batch, s.seqlen_q, s.heads_q);
-  check_lse(kFn, "lse", a.lse, s);
   check_tensor(kFn, "dq", a.dq, s.batch, s.seqlen_q, s.heads_q);
   check_tensor(kFn, "dk", a.dk, s.batch, s.seqlen_k, s.heads_kv);
   check_tensor(kFn, "dv", a.dv, s.batch, s.seqlen_k, s.heads_kv);
