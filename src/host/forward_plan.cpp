@@ -1,0 +1,31 @@
+#include "forward_plan.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "dash_attn/error.hpp"
+
+namespace dash_attn::host {
+
+ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_count) {
+  ForwardPlan p;
+  p.tile = forward_tile(static_cast<int>(s.head_dim));
+  p.seqlen_q = static_cast<int>(s.seqlen_q);
+  p.seqlen_k = static_cast<int>(s.seqlen_k);
+  p.causal = causal;
+  p.m_blocks = ceil_div(p.seqlen_q, p.tile.block_m);
+  p.n_blocks = ceil_div(p.seqlen_k, p.tile.block_n);
+  p.heads = static_cast<int>(s.heads_q);
+  const long long groups = s.batch * s.heads_q;
+  if (groups > std::numeric_limits<int>::max() / p.m_blocks)
+    throw Error(ErrorCode::kNotSupported, "forward: batch * heads_q * query tiles overflows the 32-bit tile index");
+  p.head_groups = static_cast<int>(groups);
+  p.tiles = p.m_blocks * p.head_groups;
+  // K and V bytes one query head reads; a GQA group shares them.
+  const long long kv_bytes = 2 * s.seqlen_k * s.head_dim * 2 * s.heads_kv / s.heads_q;
+  p.section_heads = static_cast<int>(std::clamp(kForwardL2SectionBytes / std::max(kv_bytes, 1ll), 1ll, groups));
+  p.grid = std::max(1, std::min(p.tiles, sm_count));
+  return p;
+}
+
+}  // namespace dash_attn::host

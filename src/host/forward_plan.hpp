@@ -1,0 +1,72 @@
+// Forward work partition: the order in which persistent CTAs take query tiles
+// and how many key tiles each query tile visits. CUDA-free and
+// __host__ __device__, so the kernel and the CPU tests run the same code.
+#pragma once
+
+#include "dash_attn/host_device.hpp"
+#include "dash_attn/tile_config.hpp"
+#include "dash_attn/types.hpp"
+
+namespace dash_attn::host {
+
+struct ForwardWorkTile {
+  int m_block;  // query tile within the (batch, head)
+  int head;     // query head
+  int batch;
+};
+
+// Plain data: computed once on the host, read by every CTA.
+struct ForwardPlan {
+  TileShape tile;
+  int seqlen_q = 0;
+  int seqlen_k = 0;
+  bool causal = false;
+  int m_blocks = 0;       // query tiles per (batch, head)
+  int n_blocks = 0;       // key tiles per (batch, head)
+  int heads = 0;          // heads_q
+  int head_groups = 0;    // batch * heads_q
+  int section_heads = 0;  // (batch, head) pairs whose query tiles are interleaved
+  int tiles = 0;          // m_blocks * head_groups
+  int grid = 0;           // persistent CTAs: min(tiles, SMs)
+
+  // Tile `index` of the global order. Heads are taken in sections small enough
+  // that their K and V stay in L2 while every query tile of the section runs;
+  // inside a section the tiles go by descending m_block, so under a causal
+  // mask the longest tiles start first and the short ones fill the tail.
+  DASH_HOST_DEVICE ForwardWorkTile work_tile(int index) const {
+    const int section_tiles = section_heads * m_blocks;
+    const int section = index / section_tiles;
+    const int first_group = section * section_heads;
+    const int rest = index - section * section_tiles;
+    const int groups_here = head_groups - first_group < section_heads ? head_groups - first_group : section_heads;
+    const int group = first_group + rest % groups_here;
+    return ForwardWorkTile{m_blocks - 1 - rest / groups_here, group % heads, group / heads};
+  }
+
+  // Key tiles [0, n_block_end) that query tile m_block visits; 0 when every
+  // row of the tile is fully masked (bottom-right causal with seqlen_q > seqlen_k).
+  DASH_HOST_DEVICE int n_block_end(int m_block) const {
+    if (!causal) return n_blocks;
+    const int rows_end = (m_block + 1) * tile.block_m < seqlen_q ? (m_block + 1) * tile.block_m : seqlen_q;
+    const long long visible_keys = static_cast<long long>(rows_end) + seqlen_k - seqlen_q;
+    if (visible_keys <= 0) return 0;
+    const int end = static_cast<int>((visible_keys + tile.block_n - 1) / tile.block_n);
+    return end < n_blocks ? end : n_blocks;
+  }
+
+  // Whether some score of tile (m_block, n_block) is masked: the key tail
+  // beyond seqlen_k, or a key right of the causal diagonal of the tile's first row.
+  DASH_HOST_DEVICE bool needs_mask(int m_block, int n_block) const {
+    const long long keys_end = static_cast<long long>(n_block + 1) * tile.block_n;
+    if (keys_end > seqlen_k) return true;
+    return causal && keys_end > static_cast<long long>(m_block) * tile.block_m + seqlen_k - seqlen_q + 1;
+  }
+};
+
+// K and V bytes a section may keep in L2: about half of the H100's 50 MB (60 MB
+// on the H200), leaving room for the streamed Q and O tiles.
+inline constexpr long long kForwardL2SectionBytes = 32ll << 20;
+
+ForwardPlan plan_forward(const ProblemShape& shape, bool causal, int sm_count);
+
+}  // namespace dash_attn::host
