@@ -2,8 +2,10 @@
 # Everything that needs the GPU, in one invocation, from an existing build
 # (made on any machine, e.g. one without a GPU): all GPU tests under a
 # watchdog, the benchmark table with verification and determinism checks, and
-# PyTorch SDPA peers when torch is importable. Logs and results go to $1.
-#   scripts/gpu_run.sh OUT_DIR [BUILD_DIR]
+# PyTorch SDPA peers and the Python package's tests when torch is importable,
+# compute-sanitizer on the tests DASH_SANITIZE_FILTER selects. Logs and results go to $1.
+#   scripts/gpu_run.sh OUT_DIR [BUILD_DIR]   (BUILD_DIR: a build tree or a folder with
+#   the same layout holding tests/dash_gpu_tests, apps/dash-bench, src/libdash_attn_capi.so)
 set -uo pipefail
 out=${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR]}
 build=${2:-build}
@@ -28,7 +30,13 @@ step gpu_tests "${DASH_TEST_LIMIT:-900}" "$build/tests/dash_gpu_tests" --gtest_o
 if [ -x "$build/apps/dash-bench" ]; then
   step bench "${DASH_BENCH_LIMIT:-900}" "$build/apps/dash-bench" --grid standard --json "$out/bench.json"
 fi
+if [ -n "${DASH_SANITIZE_FILTER:-}" ]; then
+  step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 1 "$build/tests/dash_gpu_tests" --gtest_filter="$DASH_SANITIZE_FILTER"
+  step racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 1 "$build/tests/dash_gpu_tests" --gtest_filter="$DASH_SANITIZE_FILTER"
+fi
 if python3 -c 'import torch' 2>/dev/null; then
+  step python_tests 600 env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so" \
+    python3 -m pytest -q -rs "$here/tests/python"
   step peers "${DASH_BENCH_LIMIT:-900}" python3 "$here/bench/sdpa_peers.py" --json "$out/peers.json"
 fi
 exit $status
