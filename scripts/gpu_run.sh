@@ -11,6 +11,8 @@ out=${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR]}
 build=${2:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
+# The device gets a copy of the working tree without .git: pass DASH_COMMIT there.
+commit=${DASH_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 status=0
 step() {  # step NAME SECONDS COMMAND...: a watchdog bounds every step
   local name=$1 limit=$2
@@ -22,17 +24,18 @@ step() {  # step NAME SECONDS COMMAND...: a watchdog bounds every step
   [ $rc -eq 0 ] || { echo "!! $name failed with exit code $rc"; status=1; }
 }
 {
-  echo "commit: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "commit: $commit"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv 2>/dev/null
   date -u
 } | tee "$out/device.txt"
-step gpu_tests "${DASH_TEST_LIMIT:-900}" "$build/tests/dash_gpu_tests" --gtest_output="xml:$out/gpu_tests.xml"
+step gpu_tests "${DASH_TEST_LIMIT:-900}" "$build/tests/dash_gpu_tests"
 if [ -x "$build/apps/dash-bench" ]; then
-  step bench "${DASH_BENCH_LIMIT:-900}" "$build/apps/dash-bench" --grid standard --json "$out/bench.json"
+  step bench "${DASH_BENCH_LIMIT:-900}" "$build/apps/dash-bench" --grid "${DASH_BENCH_GRID:-standard}" --commit "$commit" --json "$out/bench.json"
 fi
 if [ -n "${DASH_SANITIZE_FILTER:-}" ]; then
-  step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 1 "$build/tests/dash_gpu_tests" --gtest_filter="$DASH_SANITIZE_FILTER"
-  step racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 1 "$build/tests/dash_gpu_tests" --gtest_filter="$DASH_SANITIZE_FILTER"
+  step sanitizer 600 bash -c 'for tool in memcheck racecheck; do
+      compute-sanitizer --tool $tool --error-exitcode 1 "$0" --gtest_filter="$1" || exit 1; done' \
+    "$build/tests/dash_gpu_tests" "$DASH_SANITIZE_FILTER"
 fi
 if python3 -c 'import torch' 2>/dev/null; then
   step python_tests 600 env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so" \
