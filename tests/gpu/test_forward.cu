@@ -247,7 +247,7 @@ std::vector<ForwardCase> coverage_cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Sm90, ForwardAccuracy, ::testing::ValuesIn(coverage_cases()),
+INSTANTIATE_TEST_SUITE_P(Forward, ForwardAccuracy, ::testing::ValuesIn(coverage_cases()),
                          [](const ::testing::TestParamInfo<ForwardCase>& info) { return case_name(info.param); });
 
 TEST(ForwardApi, RejectsNegativeSoftmaxScale) {

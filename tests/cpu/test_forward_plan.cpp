@@ -1,0 +1,93 @@
+// The forward work partition against brute force: every query tile is
+// visited exactly once, causal sections start with their longest tiles, and
+// the key-tile ranges and mask flags agree with the reference mask.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
+
+#include "attention_reference.hpp"
+#include "host/forward_plan.hpp"
+
+namespace dash_attn::host {
+namespace {
+
+struct PlanCase {
+  ProblemShape shape;
+  bool causal;
+};
+
+void PrintTo(const PlanCase& c, std::ostream* out) {
+  const ProblemShape& s = c.shape;
+  *out << (c.causal ? "causal" : "full") << " b" << s.batch << " q" << s.seqlen_q << " k" << s.seqlen_k << " h"
+       << s.heads_q << "/" << s.heads_kv << " d" << s.head_dim;
+}
+
+class ForwardPlanTest : public ::testing::TestWithParam<PlanCase> {};
+
+TEST_P(ForwardPlanTest, VisitsEveryTileOnceLongestFirstWithinSections) {
+  const PlanCase& c = GetParam();
+  const ForwardPlan p = plan_forward(c.shape, c.causal, 132);
+  EXPECT_EQ(p.tiles, p.m_blocks * c.shape.batch * c.shape.heads_q);
+  EXPECT_EQ(p.grid, std::min(p.tiles, 132));
+  std::set<std::tuple<int, int, int>> seen;
+  for (int i = 0; i < p.tiles; ++i) {
+    const ForwardWorkTile w = p.work_tile(i);
+    ASSERT_GE(w.m_block, 0);
+    ASSERT_LT(w.m_block, p.m_blocks);
+    ASSERT_LT(w.head, c.shape.heads_q);
+    ASSERT_LT(w.batch, c.shape.batch);
+    ASSERT_TRUE(seen.insert({w.m_block, w.head, w.batch}).second) << "tile " << i << " visited twice";
+    // Inside a section the order goes by descending m_block (longest first).
+    const int section_tiles = p.section_heads * p.m_blocks;
+    if (i % section_tiles != 0) EXPECT_LE(w.m_block, p.work_tile(i - 1).m_block) << "tile " << i;
+  }
+}
+
+TEST_P(ForwardPlanTest, KeyRangesAndMaskFlagsMatchTheReferenceMask) {
+  const PlanCase& c = GetParam();
+  const ProblemShape& s = c.shape;
+  const ForwardPlan p = plan_forward(s, c.causal, 132);
+  for (int m = 0; m < p.m_blocks; ++m) {
+    const int64_t row_end = std::min<int64_t>((m + 1) * p.tile.block_m, s.seqlen_q);
+    int64_t keys_needed = 0;  // one past the last key some row of the tile sees
+    for (int64_t row = m * p.tile.block_m; row < row_end; ++row)
+      for (int64_t key = 0; key < s.seqlen_k; ++key)
+        if (reference::key_visible(row, key, s.seqlen_q, s.seqlen_k, c.causal)) keys_needed = std::max(keys_needed, key + 1);
+    EXPECT_EQ(p.n_block_end(m), (keys_needed + p.tile.block_n - 1) / p.tile.block_n) << "m_block " << m;
+    for (int n = 0; n < p.n_block_end(m); ++n) {
+      bool masked = false;
+      for (int64_t row = m * p.tile.block_m; row < row_end && !masked; ++row)
+        for (int64_t key = n * p.tile.block_n; key < (n + 1) * p.tile.block_n && !masked; ++key)
+          masked = key >= s.seqlen_k || !reference::key_visible(row, key, s.seqlen_q, s.seqlen_k, c.causal);
+      EXPECT_EQ(p.needs_mask(m, n), masked) << "m_block " << m << " n_block " << n;
+    }
+  }
+}
+
+std::vector<PlanCase> plan_cases() {
+  std::vector<PlanCase> cases;
+  for (bool causal : {false, true}) {
+    cases.push_back({ProblemShape{2, 257, 257, 4, 2, 128}, causal});
+    cases.push_back({ProblemShape{1, 300, 113, 2, 2, 64}, causal});
+    cases.push_back({ProblemShape{1, 113, 300, 2, 1, 256}, causal});
+    cases.push_back({ProblemShape{3, 1, 1, 5, 5, 64}, causal});
+    // K/V of 4 MB per head: 8-head sections, the last one partial (12 = 8 + 4).
+    cases.push_back({ProblemShape{3, 640, 8192, 4, 4, 128}, causal});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ForwardPlanTest, ::testing::ValuesIn(plan_cases()));
+
+TEST(ForwardPlan, SectionsKeepKeysAndValuesWithinTheL2Budget) {
+  const ProblemShape s{3, 640, 8192, 4, 4, 128};
+  const ForwardPlan p = plan_forward(s, false, 132);
+  EXPECT_EQ(p.section_heads, 8);  // 2 * 8192 * 128 * 2 bytes = 4 MB per head, 32 MB budget
+  const ProblemShape gqa{3, 640, 8192, 8, 2, 128};
+  // Four query heads share one 4 MB K/V head: 1 MB each, so all 24 heads fit.
+  EXPECT_EQ(plan_forward(gqa, false, 132).section_heads, 24);
+}
+
+}  // namespace
+}  // namespace dash_attn::host
