@@ -1,6 +1,10 @@
 #include "dash_attn/api.hpp"
 
+#include <algorithm>
+#include <string>
+
 #include "../kernels/sm90/launch.hpp"
+#include "dash_attn/schedule/schedule.hpp"
 #include "backward_plan.hpp"
 #include "validate.hpp"
 
@@ -19,9 +23,29 @@ std::size_t backward_workspace_size(const ProblemShape& shape, const Options& op
 void backward(const BackwardArgs& args, const Options& options, cudaStream_t stream) {
   const host::BackwardWorkspace workspace = host::plan_backward_workspace(args.shape, options);
   host::validate_backward(args, options, workspace.total_bytes);
-  (void)stream;
-  throw Error(ErrorCode::kNotImplemented,
-              "dash_attn::backward: the sm90 backward main kernel is not implemented yet (issue: deterministic backward)");
+  if (args.shape.head_dim > 128)
+    throw Error(ErrorCode::kNotSupported, "dash_attn::backward: head_dim " + std::to_string(args.shape.head_dim) +
+                                              " is not built yet for the sm90 backward (64 and 128 are)");
+  sm90::BackwardMainConfig config;
+  config.kind = host::backward_schedule(args.shape, options);
+  config.problem = host::backward_tile_problem(args.shape, options);
+  config.softmax_scale = host::resolved_softmax_scale(args.shape, options);
+  // Wave schedules need a wave of co-resident CTAs; refuse rather than risk a hang.
+  const int capacity = sm90::backward_main_capacity(args);
+  const int cap = options.max_ctas > 0 ? std::min(options.max_ctas, capacity) : capacity;
+  const int need = schedule::Schedule(config.kind).required_coresidency(config.problem);
+  if (need > cap)
+    throw Error(ErrorCode::kUnsafeSchedule,
+                "dash_attn::backward: schedule '" + std::string(to_string(config.kind)) + "' needs " +
+                    std::to_string(need) + " co-resident CTAs (one wave of this shape) but only " + std::to_string(cap) +
+                    " are allowed (options.max_ctas = " + std::to_string(options.max_ctas) + ", device holds " +
+                    std::to_string(capacity) + "); raise max_ctas or choose 'fa3' or 'descending', which run on any grid");
+  config.cooperative = need > 1;
+  const int items = schedule::Schedule(config.kind).total_items(config.problem);
+  config.grid = std::max(1, std::min(items, cap));
+  sm90::launch_backward_preprocess(args, workspace, stream);
+  sm90::launch_backward_main(args, workspace, config, stream);
+  sm90::launch_backward_postprocess(args, workspace, config.softmax_scale, stream);
 }
 
 }  // namespace dash_attn

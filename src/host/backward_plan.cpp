@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "dash_attn/schedule/resolve.hpp"
+
 namespace dash_attn::host {
 namespace {
 
@@ -35,8 +37,28 @@ BackwardWorkspace plan_backward_workspace(const ProblemShape& s, const Options& 
     w.dv_accum = take(cursor, kv_rows * s.head_dim * sizeof(float));
     if (ordered) w.dkv_counters = take(cursor, 2 * kv_tile_count * sizeof(int32_t));
   }
+  w.work_counter = take(cursor, sizeof(int32_t));
   w.total_bytes = cursor;
   return w;
+}
+
+schedule::TileProblem backward_tile_problem(const ProblemShape& s, const Options& options) {
+  const TileShape tile = backward_tile(static_cast<int>(s.head_dim));
+  schedule::TileProblem p;
+  p.batch = static_cast<int>(s.batch);
+  p.heads_q = static_cast<int>(s.heads_q);
+  p.heads_kv = static_cast<int>(s.heads_kv);
+  p.block_m = tile.block_m;
+  p.block_n = tile.block_n;
+  p.causal = options.causal;
+  p.seqlen_q = static_cast<int>(s.seqlen_q);
+  p.seqlen_k = static_cast<int>(s.seqlen_k);
+  return p;
+}
+
+ScheduleKind backward_schedule(const ProblemShape& shape, const Options& options) {
+  if (!options.deterministic || options.schedule == ScheduleKind::kAtomic) return ScheduleKind::kAtomic;
+  return schedule::resolve_schedule(options.schedule, backward_tile_problem(shape, options));
 }
 
 }  // namespace dash_attn::host

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "dash_attn/schedule/tile_problem.hpp"
 #include "dash_attn/tile_config.hpp"
 #include "dash_attn/types.hpp"
 
@@ -25,9 +26,18 @@ struct BackwardWorkspace {
   WorkspaceSlice dk_accum;     // fp32 (batch, heads_kv, kv_tiles * block_n, head_dim), GQA/MQA only
   WorkspaceSlice dv_accum;     // same as dk_accum
   WorkspaceSlice dkv_counters; // int32 per KV tile, one for dK and one for dV (GQA/MQA, deterministic)
+  WorkspaceSlice work_counter; // int32: the main kernel's next unclaimed chain
   std::size_t total_bytes = 0;
 };
 
 BackwardWorkspace plan_backward_workspace(const ProblemShape& shape, const Options& options);
+
+// The backward problem in tiles, as the schedules and the kernel see it.
+schedule::TileProblem backward_tile_problem(const ProblemShape& shape, const Options& options);
+
+// The schedule a call runs: atomic unless deterministic, else the requested
+// kind resolved for the shape (auto, or shift/symmetric_shift by mask). A
+// pure function of shape and options, never of the device.
+ScheduleKind backward_schedule(const ProblemShape& shape, const Options& options);
 
 }  // namespace dash_attn::host

@@ -1,0 +1,34 @@
+// Maps (dtype, head_dim) to the compiled backward main-kernel instantiation.
+#include <string>
+
+#include "cuda_check.hpp"
+#include "launch.hpp"
+
+namespace dash_attn::sm90 {
+
+void launch_backward_main(const BackwardArgs& a, const host::BackwardWorkspace& w, const BackwardMainConfig& c,
+                          cudaStream_t stream) {
+  const bool bf16 = a.dtype == DType::kBF16;
+  switch (a.shape.head_dim) {
+    case 64:
+      return bf16 ? launch_backward_main_instance<DType::kBF16, 64>(a, w, c, stream)
+                  : launch_backward_main_instance<DType::kFP16, 64>(a, w, c, stream);
+    case 128:
+      return bf16 ? launch_backward_main_instance<DType::kBF16, 128>(a, w, c, stream)
+                  : launch_backward_main_instance<DType::kFP16, 128>(a, w, c, stream);
+    default:
+      throw Error(ErrorCode::kNotSupported,
+                  "dash_attn::backward: head_dim " + std::to_string(a.shape.head_dim) +
+                      " has no compiled sm90 backward kernel (64 and 128 are built)");
+  }
+}
+
+int backward_main_capacity(const BackwardArgs&) {
+  // Every instantiation uses more than half of an SM's shared memory: one CTA per SM.
+  int device = 0, sms = 0;
+  DASH_CUDA_CHECK(cudaGetDevice(&device));
+  DASH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+}  // namespace dash_attn::sm90

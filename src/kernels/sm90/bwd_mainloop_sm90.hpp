@@ -1,0 +1,166 @@
+// The MMA warpgroups' work on one chain: for every Q tile in the chain's
+// order, recompute P^T, form dS^T, accumulate dV and dK in registers and hand
+// the partial dQ tile to the dQ writer through shared memory.
+#pragma once
+
+#include <cmath>
+
+#include "bwd_params_sm90.hpp"
+#include "bwd_sync_sm90.hpp"
+#include "bwd_wgmma_sm90.hpp"
+
+namespace dash_attn::sm90::bwd {
+
+// Stage/phase of a ring of kStages mbarrier-guarded buffers; the producer and
+// the consumers advance identical copies.
+template <int kStages>
+struct PipelineState {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ void advance() {
+    if (++stage == kStages) stage = 0, phase ^= 1;
+  }
+};
+
+template <class Traits>
+struct BwdMainloop {
+  using Element = typename Traits::Element;
+  using SharedStorage = typename Traits::SharedStorage;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr uint32_t kDqBarrierThreads = Traits::kMmaThreads + 32;
+
+  const BwdParams<Traits>& params;
+  SharedStorage& smem;
+  int thread;  // 0..kMmaThreads-1
+  PipelineState<Traits::kStages> pipe;
+  int ds_stage = 0;
+  int dq_stage = 0;
+
+  // Accumulates dK (unscaled) and dV of the chain over its Q tiles into the given fragments.
+  template <class FragDk, class FragDv>
+  __device__ void run_chain(const ChainWork& work, uint32_t kv_phase, FragDk& dk, FragDv& dv) {
+    const schedule::HeadTiles& tiles = work.tiles;
+    typename Traits::TiledMmaSdP mma_sdp;
+    typename Traits::TiledMmaDkv mma_dkv;
+    typename Traits::TiledMmaDq mma_dq;
+    auto thr_sdp = mma_sdp.get_thread_slice(thread);
+    auto thr_dkv = mma_dkv.get_thread_slice(thread);
+    auto thr_dq = mma_dq.get_thread_slice(thread);
+
+    Tensor s_q = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});
+    Tensor s_qt = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQt{});
+    Tensor s_do = make_tensor(make_smem_ptr(smem.dout), typename Traits::SmemLayoutQ{});
+    Tensor s_dot = make_tensor(make_smem_ptr(smem.dout), typename Traits::SmemLayoutQt{});
+    Tensor s_k = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemLayoutK{});
+    Tensor s_kt = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemLayoutKt{});
+    Tensor s_v = make_tensor(make_smem_ptr(smem.v), typename Traits::SmemLayoutK{});
+    Tensor s_ds = make_tensor(make_smem_ptr(smem.ds), typename Traits::SmemLayoutDs{});
+    Tensor s_dst = make_tensor(make_smem_ptr(smem.ds), typename Traits::SmemLayoutDst{});
+
+    Tensor t_k = thr_sdp.partition_fragment_A(s_k);
+    Tensor t_v = thr_sdp.partition_fragment_A(s_v);
+    Tensor t_q = thr_sdp.partition_fragment_B(s_q);
+    Tensor t_do = thr_sdp.partition_fragment_B(s_do);
+    Tensor t_dot = thr_dkv.partition_fragment_B(s_dot);
+    Tensor t_qt = thr_dkv.partition_fragment_B(s_qt);
+    Tensor t_ds = thr_dq.partition_fragment_A(s_ds);
+    Tensor t_kt = thr_dq.partition_fragment_B(s_kt);
+    Tensor t_ds_store = thr_sdp.partition_C(s_dst);
+
+    // (key, row) of every S^T element this thread holds; (row, col) of every dQ element.
+    Tensor coord_s = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
+    Tensor coord_dq = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+
+    clear(dk);
+    clear(dv);
+    cutlass::arch::ClusterBarrier::wait(&smem.kv_full, kv_phase);
+
+    const int key_base = work.kv * kBlockN;
+    for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
+      const int q_tile = cursor.q_tile();
+      const int stage = pipe.stage;
+
+      Tensor s_acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      Tensor dp_acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      cutlass::arch::ClusterBarrier::wait(&smem.q_full[stage], pipe.phase);
+      wgmma_gemm<true>(mma_sdp, t_k, t_q(_, _, _, stage), s_acc);
+      cutlass::arch::ClusterBarrier::wait(&smem.dout_full[stage], pipe.phase);
+      wgmma_gemm<true>(mma_sdp, t_v, t_do(_, _, _, stage), dp_acc);
+
+      // P^T = exp2(S^T * scale_log2 - lse_log2), hidden keys forced to -inf.
+      warpgroup_wait<1>();
+      const float* lse = smem.lse_log2[stage];
+      if (tiles.needs_mask(q_tile, work.kv)) {
+        const int visible_offset = tiles.seqlen_k - tiles.seqlen_q + q_tile * kBlockM;
+        CUTE_UNROLL
+        for (int i = 0; i < size(s_acc); ++i) {
+          const int key = key_base + get<0>(coord_s(i));
+          const int row_limit = tiles.causal ? visible_offset + get<1>(coord_s(i)) : tiles.seqlen_k - 1;
+          const bool hidden = key >= tiles.seqlen_k || key > row_limit;
+          s_acc(i) = hidden ? 0.f : exp2f(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
+        }
+      } else {
+        CUTE_UNROLL
+        for (int i = 0; i < size(s_acc); ++i)
+          s_acc(i) = exp2f(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
+      }
+
+      // dS^T = P^T o (dP^T - D).
+      warpgroup_wait<0>();
+      const float* dpsum = smem.dpsum[stage];
+      CUTE_UNROLL
+      for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) = s_acc(i) * (dp_acc(i) - dpsum[get<1>(coord_s(i))]);
+
+      Tensor p16 = convert_fragment<Element>(s_acc);
+      Tensor ds16 = convert_fragment<Element>(dp_acc);
+      Tensor ds_slot = t_ds_store(_, _, _, ds_stage);
+      CUTE_UNROLL
+      for (int i = 0; i < size(ds16); ++i) ds_slot(i) = ds16(i);
+      fence_proxy_async_shared();
+
+      Tensor p_a = make_tensor(p16.data(), accumulator_as_a_operand(p16.layout()));
+      Tensor ds_a = make_tensor(ds16.data(), accumulator_as_a_operand(ds16.layout()));
+      wgmma_gemm<false>(mma_dkv, p_a, t_dot(_, _, _, stage), dv);
+
+      // dQ needs both warpgroups' dS columns.
+      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDsReady), Traits::kMmaThreads);
+      Tensor dq_acc = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+      wgmma_gemm<true>(mma_dq, t_ds(_, _, _, ds_stage), t_kt, dq_acc);
+      wgmma_gemm<false>(mma_dkv, ds_a, t_qt(_, _, _, stage), dk);
+
+      warpgroup_wait<1>();
+      store_dq_tile(dq_acc, coord_dq);
+      warpgroup_wait<0>();
+      // Q and dO of this stage are no longer read by any wgmma: hand them back.
+      if (thread % 32 == 0) {
+        cutlass::arch::ClusterBarrier::arrive(&smem.q_empty[stage]);
+        cutlass::arch::ClusterBarrier::arrive(&smem.dout_empty[stage]);
+      }
+      pipe.advance();
+      ds_stage ^= 1;
+    }
+  }
+
+ private:
+  // Partial dQ -> shared memory stage, then signal the dQ writer.
+  template <class FragDq, class CoordDq>
+  __device__ void store_dq_tile(const FragDq& dq_acc, const CoordDq& coord_dq) {
+    const uint32_t empty = static_cast<uint32_t>(NamedBarrier::kDqEmpty0) + dq_stage;
+    const uint32_t full = static_cast<uint32_t>(NamedBarrier::kDqFull0) + dq_stage;
+    named_barrier_sync(empty, kDqBarrierThreads);
+    float* tile = smem.dq[dq_stage];
+    CUTE_UNROLL
+    for (int i = 0; i < size(dq_acc); i += 2) {
+      // Accumulator elements come in pairs of adjacent columns.
+      const int row = get<0>(coord_dq(i)), col = get<1>(coord_dq(i));
+      *reinterpret_cast<float2*>(tile + dq_offset(row, col, kHeadDim)) = make_float2(dq_acc(i), dq_acc(i + 1));
+    }
+    fence_proxy_async_shared();
+    named_barrier_arrive(full, kDqBarrierThreads);
+    dq_stage ^= 1;
+  }
+};
+
+}  // namespace dash_attn::sm90::bwd

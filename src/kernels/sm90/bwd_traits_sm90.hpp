@@ -1,0 +1,112 @@
+// Compile-time configuration of the sm90 backward main kernel for one
+// (element type, head_dim): tiles, warp roles, shared-memory layouts, the
+// four wgmma tilings and the shared storage.
+//
+// Orientation (all per KV tile of kBlockN keys, per Q tile of kBlockM rows):
+//   S^T  = K Q^T     (kBlockN x kBlockM)  SS; the two MMA warpgroups split the keys
+//   dP^T = V dO^T    (kBlockN x kBlockM)  SS; same split, so P^T and dS^T stay in
+//                                         the registers of the warpgroup that owns the keys
+//   dV  += P^T dO    (kBlockN x d)        RS: P^T from registers
+//   dK  += dS^T Q    (kBlockN x d)        RS: dS^T from registers
+//   dQ   = dS K      (kBlockM x d)        SS: dS through shared memory (both halves of the keys)
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "dash_attn/tile_config.hpp"
+
+namespace dash_attn::sm90::bwd {
+
+using namespace cute;
+
+template <class Element_, int kHeadDim_>
+struct BwdTraits {
+  using Element = Element_;  // cutlass::bfloat16_t or cutlass::half_t
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = backward_tile(kHeadDim).block_m;
+  static constexpr int kBlockN = backward_tile(kHeadDim).block_n;
+  static_assert(kBlockN == 128, "two MMA warpgroups split the KV tile in halves of 64 keys");
+
+  // Warp roles: warpgroup 0 = producer warp (TMA) + dQ writer warp + 2 idle
+  // warps; warpgroups 1-2 = MMA. setmaxnreg moves registers inside the CTA's
+  // launch allocation, 384 threads x 168 (the __launch_bounds__ cap): the MMA
+  // warpgroups can only grow to 240 if warpgroup 0 shrinks to 24
+  // (128 x 24 + 256 x 240 = 384 x 168); asking for more blocks forever.
+  static constexpr int kMmaWarpgroups = 2;
+  static constexpr int kMmaThreads = kMmaWarpgroups * 128;
+  static constexpr int kThreads = kMmaThreads + 128;
+  static constexpr int kProducerRegisters = 24;
+  static constexpr int kMmaRegisters = 240;
+  static constexpr int kLaunchRegisters = 65536 / kThreads / 8 * 8;
+  static_assert(128 * kProducerRegisters + kMmaThreads * kMmaRegisters <= kThreads * kLaunchRegisters,
+                "setmaxnreg must stay within the CTA's register allocation");
+  static constexpr int kStages = 2;     // Q and dO pipeline depth
+  static constexpr int kDsStages = 2;   // lets one warpgroup write dS(j+1) while the other still reads dS(j)
+  static constexpr int kDqStages = 2;   // lets the MMA run a tile ahead of the ordered dQ reduction
+
+  using TileShapeMNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+
+  // Shared memory. Q, dO, K, V: K-major (head_dim contiguous), as TMA writes them.
+  using SmemAtomRow = GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtomRow{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
+  using SmemLayoutQStage = decltype(tile_to_shape(SmemAtomRow{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutK = decltype(tile_to_shape(SmemAtomRow{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  // Transposed views (d, rows): the same bytes as MN-major B operands.
+  using SmemLayoutQt = decltype(composition(
+      SmemLayoutQ{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{},
+                                 Stride<Int<kBlockM>, _1, Int<kBlockM * kHeadDim>>{})));
+  using SmemLayoutKt = decltype(composition(
+      SmemLayoutK{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Stride<Int<kBlockN>, _1>{})));
+  // dS (kBlockM x kBlockN), M-major: the A operand of dQ = dS K; written through
+  // its transposed view (kBlockN x kBlockM), which is how dS^T sits in registers.
+  using SmemLayoutDs = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                              Shape<Int<kBlockM>, Int<kBlockN>, Int<kDsStages>>{}));
+  using SmemLayoutDst = decltype(composition(
+      SmemLayoutDs{}, make_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kDsStages>>{},
+                                  Stride<Int<kBlockM>, _1, Int<kBlockM * kBlockN>>{})));
+
+  // wgmma tilings over the 256 MMA threads.
+  using TiledMmaSdP = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM>, Int<kHeadDim>>>(), Layout<Shape<_2, _1, _1>>{}));
+  using TiledMmaDkv = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>, GMMA::Major::K,
+                           GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  // dQ: 64 x 64 per warpgroup, split along rows when kBlockM = 128, along head_dim otherwise.
+  static constexpr int kDqAtomM = kBlockM == 128 ? 2 : 1;
+  static constexpr int kDqAtomN = 2 / kDqAtomM;
+  static_assert(kHeadDim / kDqAtomN <= 256 && kBlockM / kDqAtomM == 64, "dQ tiling");
+  using TiledMmaDq = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim / kDqAtomN>, Int<kBlockN>>,
+                           GMMA::Major::MN, GMMA::Major::MN>(),
+      Layout<Shape<Int<kDqAtomM>, Int<kDqAtomN>, _1>>{}));
+
+  static constexpr int kDqTileFloats = kBlockM * kHeadDim;
+  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kKBytes = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kRowStatBytes = kBlockM * sizeof(float);
+
+  struct SharedStorage {
+    alignas(1024) Element q[cosize_v<SmemLayoutQ>];
+    alignas(1024) Element dout[cosize_v<SmemLayoutQ>];
+    alignas(1024) Element k[cosize_v<SmemLayoutK>];
+    alignas(1024) Element v[cosize_v<SmemLayoutK>];
+    alignas(1024) Element ds[cosize_v<SmemLayoutDs>];
+    alignas(128) float dq[kDqStages][kDqTileFloats];
+    alignas(16) float lse_log2[kStages][kBlockM];
+    alignas(16) float dpsum[kStages][kBlockM];
+    alignas(8) uint64_t q_full[kStages];
+    uint64_t q_empty[kStages];
+    uint64_t dout_full[kStages];
+    uint64_t dout_empty[kStages];
+    uint64_t kv_full;
+    int work;
+  };
+  static constexpr int kSmemBytes = sizeof(SharedStorage);
+  static_assert(kSmemBytes <= 227 * 1024, "shared storage exceeds the 227 KB per block of sm90");
+};
+
+}  // namespace dash_attn::sm90::bwd

@@ -1,0 +1,227 @@
+// The determinism contract of dash_attn::backward, bitwise (0 differing
+// elements; the first differing coordinate on failure): reruns, grid caps,
+// a concurrent kernel holding most SMs, batch invariance, schedules that share
+// a reduction order, and the refusal of wave schedules below a wave.
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "backward_harness.hpp"
+#include "common/compare.hpp"
+
+namespace dash_attn {
+namespace {
+
+using testing::BackwardCase;
+using testing::BackwardProblem;
+using testing::BackwardRunner;
+using testing::DeviceBuffer;
+using testing::GradientBits;
+
+constexpr ScheduleKind kDeterministic[] = {ScheduleKind::kFA3, ScheduleKind::kDescending, ScheduleKind::kShift,
+                                           ScheduleKind::kSymmetricShift, ScheduleKind::kAuto};
+
+// Medium shape: several waves of work, GQA (ordered dK/dV adds), partial tiles.
+BackwardCase medium_case(bool causal, ScheduleKind kind) {
+  return BackwardCase{DType::kBF16, ProblemShape{2, 1000, 1000, 4, 2, 128}, causal, kind, true, false};
+}
+
+// The fp64 reference forward of a medium shape costs seconds: one problem
+// per (mask, batch), shared by the tests (every schedule reads the same inputs).
+const BackwardProblem& medium_problem(bool causal, int64_t batch) {
+  static std::map<std::pair<bool, int64_t>, std::unique_ptr<BackwardProblem>> cache;
+  auto& slot = cache[{causal, batch}];
+  if (!slot) {
+    BackwardCase c = medium_case(causal, ScheduleKind::kAuto);
+    c.shape.batch = batch;
+    slot = std::make_unique<BackwardProblem>(c, 7);
+  }
+  return *slot;
+}
+
+// The cached problem, run with schedule `kind`.
+BackwardProblem medium_problem_for(bool causal, ScheduleKind kind, int64_t batch = 2) {
+  BackwardProblem p = medium_problem(causal, batch);
+  p.c.schedule = kind;
+  return p;
+}
+
+void expect_same(const GradientBits& expected, const GradientBits& actual, const ProblemShape& s, const char* what) {
+  const std::vector<int64_t> q_dims{s.batch, s.seqlen_q, s.heads_q, s.head_dim};
+  const std::vector<int64_t> k_dims{s.batch, s.seqlen_k, s.heads_kv, s.head_dim};
+  EXPECT_TRUE(testing::bitwise_equal(expected.dq, actual.dq, q_dims)) << what << ": dQ";
+  EXPECT_TRUE(testing::bitwise_equal(expected.dk, actual.dk, k_dims)) << what << ": dK";
+  EXPECT_TRUE(testing::bitwise_equal(expected.dv, actual.dv, k_dims)) << what << ": dV";
+}
+
+// differing[0] += elements where a != b; differing[1] = min differing index.
+__global__ void count_differences(const uint16_t* a, const uint16_t* b, int64_t n, unsigned long long* differing) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    if (a[i] != b[i]) {
+      atomicAdd(&differing[0], 1ull);
+      atomicMin(&differing[1], static_cast<unsigned long long>(i));
+    }
+}
+
+class BackwardDeterminism : public ::testing::TestWithParam<std::tuple<bool, ScheduleKind>> {};
+
+// 1000 reruns on one workspace, compared on the device against the first run.
+TEST_P(BackwardDeterminism, ThousandRerunsBitwiseEqual) {
+  DASH_REQUIRE_SM90();
+  const auto [causal, kind] = GetParam();
+  const BackwardCase c = medium_case(causal, kind);
+  BackwardRunner runner(medium_problem_for(causal, kind));
+  const Options o = runner.options();
+  runner.run(o);
+  const DeviceBuffer<uint16_t> first_dq(runner.dq().size()), first_dk(runner.dk().size()), first_dv(runner.dk().size());
+  DASH_TEST_CUDA(cudaMemcpy(first_dq.get(), runner.dq().get(), first_dq.bytes(), cudaMemcpyDeviceToDevice));
+  DASH_TEST_CUDA(cudaMemcpy(first_dk.get(), runner.dk().get(), first_dk.bytes(), cudaMemcpyDeviceToDevice));
+  DASH_TEST_CUDA(cudaMemcpy(first_dv.get(), runner.dv().get(), first_dv.bytes(), cudaMemcpyDeviceToDevice));
+  constexpr int kReruns = 1000;
+  DeviceBuffer<unsigned long long> differing(2 * kReruns);
+  std::vector<unsigned long long> init(2 * kReruns);
+  for (int r = 0; r < kReruns; ++r) init[2 * r] = 0, init[2 * r + 1] = ~0ull;
+  differing.upload(init);
+  for (int r = 0; r < kReruns; ++r) {
+    runner.run(o, nullptr, /*poison_workspace=*/false);
+    unsigned long long* slot = differing.get() + 2 * r;
+    count_differences<<<264, 256>>>(first_dq.get(), runner.dq().get(), first_dq.size(), slot);
+    count_differences<<<264, 256>>>(first_dk.get(), runner.dk().get(), first_dk.size(), slot);
+    count_differences<<<264, 256>>>(first_dv.get(), runner.dv().get(), first_dv.size(), slot);
+  }
+  DASH_TEST_CUDA(cudaDeviceSynchronize());
+  const std::vector<unsigned long long> result = differing.download();
+  int bad_runs = 0;
+  for (int r = 0; r < kReruns; ++r)
+    if (result[2 * r] != 0 && bad_runs++ == 0)
+      ADD_FAILURE() << "rerun " << r << ": " << result[2 * r] << " elements differ from run 0 (first flat index "
+                    << result[2 * r + 1] << " of dQ, dK or dV)";
+  EXPECT_EQ(bad_runs, 0) << "of " << kReruns << " reruns";
+}
+
+// Grid caps: every cap at or above a wave gives the same bits; caps below a
+// wave are refused before anything runs.
+TEST_P(BackwardDeterminism, GridCapInvariant) {
+  DASH_REQUIRE_SM90();
+  const auto [causal, kind] = GetParam();
+  const BackwardCase c = medium_case(causal, kind);
+  BackwardRunner runner(medium_problem_for(causal, kind));
+  runner.run(runner.options());
+  const GradientBits reference = runner.bits();
+  int sms = 0;
+  DASH_TEST_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (int cap : {1, 2, 7, 66, sms}) {
+    SCOPED_TRACE("max_ctas " + std::to_string(cap));
+    try {
+      runner.run(runner.options(cap));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnsafeSchedule) << e.what();
+      EXPECT_NE(std::string(e.what()).find("co-resident"), std::string::npos) << e.what();
+      EXPECT_TRUE(kind == ScheduleKind::kShift || kind == ScheduleKind::kSymmetricShift || kind == ScheduleKind::kAuto)
+          << "a schedule that runs on any grid was refused: " << e.what();
+      continue;
+    }
+    expect_same(reference, runner.bits(), c.shape, "capped grid");
+  }
+}
+
+// Spins on every SM it gets until *release is set (or ~1 s passes), keeping
+// most SMs busy while the backward runs beside it.
+__global__ void occupy_sms(const volatile int* release) {
+  const long long start = clock64();
+  while (*release == 0 && clock64() - start < 2'000'000'000ll) __nanosleep(1000);
+}
+
+TEST_P(BackwardDeterminism, EqualUnderConcurrentKernel) {
+  DASH_REQUIRE_SM90();
+  const auto [causal, kind] = GetParam();
+  const BackwardCase c = medium_case(causal, kind);
+  BackwardRunner runner(medium_problem_for(causal, kind));
+  runner.run(runner.options());
+  const GradientBits reference = runner.bits();
+
+  int sms = 0;
+  DASH_TEST_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaStream_t busy, work;
+  DASH_TEST_CUDA(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking));
+  DASH_TEST_CUDA(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking));
+  DeviceBuffer<int> release(1);
+  DASH_TEST_CUDA(cudaMemset(release.get(), 0, sizeof(int)));
+  // One CTA per SM (the shared memory forces it) on all but 60 SMs: room
+  // for a wave of the wave schedules (at most 64 CTAs) but not much more.
+  const int occupied = std::max(1, sms - 60);
+  DASH_TEST_CUDA(cudaFuncSetAttribute(occupy_sms, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  occupy_sms<<<occupied, 32, 200 * 1024, busy>>>(release.get());
+  DASH_TEST_CUDA(cudaGetLastError());
+  try {
+    runner.run(runner.options(), work);
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what();
+  }
+  const int one = 1;
+  DASH_TEST_CUDA(cudaMemcpyAsync(release.get(), &one, sizeof one, cudaMemcpyHostToDevice, work));
+  testing::wait_or_die(busy, 30.0, "occupy_sms");
+  expect_same(reference, runner.bits(), c.shape, "beside a kernel holding most SMs");
+  DASH_TEST_CUDA(cudaStreamDestroy(busy));
+  DASH_TEST_CUDA(cudaStreamDestroy(work));
+}
+
+// A sequence's gradients do not depend on the other sequences of the batch.
+TEST_P(BackwardDeterminism, BatchInvariant) {
+  DASH_REQUIRE_SM90();
+  const auto [causal, kind] = GetParam();
+  const BackwardProblem full = medium_problem_for(causal, kind, 3);
+  const BackwardCase& batch3 = full.c;
+  BackwardRunner full_runner(full);
+  full_runner.run(full_runner.options());
+  const GradientBits all = full_runner.bits();
+
+  // Sequence 1 alone, from the same values.
+  BackwardProblem alone = full;
+  alone.c.shape.batch = 1;
+  const BackwardCase& single = alone.c;
+  const ProblemShape& s = batch3.shape;
+  auto slice = [](const std::vector<double>& x, int64_t per_batch) {
+    return std::vector<double>(x.begin() + per_batch, x.begin() + 2 * per_batch);
+  };
+  const int64_t q_per = s.seqlen_q * s.heads_q * s.head_dim, k_per = s.seqlen_k * s.heads_kv * s.head_dim;
+  alone.q = slice(full.q, q_per);
+  alone.k = slice(full.k, k_per);
+  alone.v = slice(full.v, k_per);
+  alone.dout = slice(full.dout, q_per);
+  alone.forward.out = slice(full.forward.out, q_per);
+  alone.forward.lse = slice(full.forward.lse, s.heads_q * s.seqlen_q);
+  BackwardRunner alone_runner(alone);
+  alone_runner.run(alone_runner.options());
+  const GradientBits one = alone_runner.bits();
+  auto bits_slice = [](const std::vector<uint16_t>& x, int64_t per_batch) {
+    return std::vector<uint16_t>(x.begin() + per_batch, x.begin() + 2 * per_batch);
+  };
+  expect_same(GradientBits{bits_slice(all.dq, q_per), bits_slice(all.dk, k_per), bits_slice(all.dv, k_per)}, one,
+              single.shape, "sequence 1 of 3 vs alone");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backward, BackwardDeterminism,
+                         ::testing::Combine(::testing::Bool(), ::testing::ValuesIn(kDeterministic)),
+                         [](const ::testing::TestParamInfo<std::tuple<bool, ScheduleKind>>& info) {
+                           return std::string(std::get<0>(info.param) ? "causal_" : "full_") +
+                                  std::string(to_string(std::get<1>(info.param)));
+                         });
+
+// fa3 and descending add every dQ tile in ascending KV order on a full mask:
+// their dQ bits agree (dK, dV sum the Q tiles in different orders and may not).
+TEST(BackwardDeterminismAcrossSchedules, SharedReductionOrderGivesSameDq) {
+  DASH_REQUIRE_SM90();
+  const BackwardCase c = medium_case(false, ScheduleKind::kFA3);
+  BackwardRunner runner(medium_problem_for(false, ScheduleKind::kFA3));
+  runner.run(runner.options());
+  const GradientBits fa3 = runner.bits();
+  Options o = runner.options();
+  o.schedule = ScheduleKind::kDescending;
+  runner.run(o);
+  EXPECT_TRUE(testing::bitwise_equal(fa3.dq, runner.bits().dq,
+                                     {c.shape.batch, c.shape.seqlen_q, c.shape.heads_q, c.shape.head_dim}));
+}
+
+}  // namespace
+}  // namespace dash_attn
