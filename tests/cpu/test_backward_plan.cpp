@@ -1,0 +1,67 @@
+// Host planning of the backward: which schedule a call runs (a pure function
+// of shape and options), the tile problem the kernel and the schedules see,
+// and the workspace slice of the main kernel's claim counter.
+#include <gtest/gtest.h>
+
+#include "dash_attn/schedule/schedule.hpp"
+#include "host/backward_plan.hpp"
+
+namespace dash_attn {
+namespace {
+
+Options with(ScheduleKind kind, bool causal, bool deterministic = true) {
+  Options o;
+  o.schedule = kind;
+  o.causal = causal;
+  o.deterministic = deterministic;
+  return o;
+}
+
+TEST(BackwardPlan, ScheduleIsAtomicOnlyWhenNotDeterministic) {
+  const ProblemShape s{2, 1000, 1000, 4, 2, 128};
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAtomic, false, false)), ScheduleKind::kAtomic);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, true, false)), ScheduleKind::kAtomic);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kFA3, true)), ScheduleKind::kFA3);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kDescending, false)), ScheduleKind::kDescending);
+}
+
+TEST(BackwardPlan, ShiftFollowsTheMaskAndAutoTheShape) {
+  const ProblemShape s{2, 1000, 1000, 4, 2, 128};
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kShift, true)), ScheduleKind::kSymmetricShift);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kSymmetricShift, false)), ScheduleKind::kShift);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, true)), ScheduleKind::kDescending);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, false)), ScheduleKind::kShift);
+  const ProblemShape long_sequence{1, 16384, 16384, 16, 16, 128};  // 128 KV tiles: more than a wave
+  EXPECT_EQ(host::backward_schedule(long_sequence, with(ScheduleKind::kAuto, false)), ScheduleKind::kFA3);
+}
+
+TEST(BackwardPlan, TileProblemMatchesTheWorkspaceTiles) {
+  const ProblemShape s{3, 333, 200, 4, 2, 64};
+  const Options o = with(ScheduleKind::kFA3, true);
+  const schedule::TileProblem p = host::backward_tile_problem(s, o);
+  const host::BackwardWorkspace w = host::plan_backward_workspace(s, o);
+  EXPECT_EQ(p.batch, 3);
+  EXPECT_EQ(p.heads_q, 4);
+  EXPECT_EQ(p.heads_kv, 2);
+  EXPECT_TRUE(p.causal);
+  EXPECT_EQ(p.block_m, w.tile.block_m);
+  EXPECT_EQ(p.block_n, w.tile.block_n);
+  EXPECT_EQ(p.head_tiles(0).q_tiles(), w.q_tiles);
+  EXPECT_EQ(p.head_tiles(0).kv_tiles(), w.kv_tiles);
+  // One work item per chain for fa3: batch * heads_q * kv_tiles.
+  EXPECT_EQ(schedule::Schedule(ScheduleKind::kFA3).total_items(p), 3 * 4 * w.kv_tiles);
+}
+
+TEST(BackwardPlan, ClaimCounterHasItsOwnSlice) {
+  const ProblemShape s{2, 100, 130, 8, 8, 128};
+  for (const Options& o : {with(ScheduleKind::kFA3, false), with(ScheduleKind::kAtomic, false, false)}) {
+    const host::BackwardWorkspace w = host::plan_backward_workspace(s, o);
+    EXPECT_EQ(w.work_counter.bytes, sizeof(int32_t));
+    EXPECT_EQ(w.work_counter.offset % 256, 0u);
+    EXPECT_LE(w.work_counter.offset + w.work_counter.bytes, w.total_bytes);
+    EXPECT_GE(w.work_counter.offset, w.dpsum.offset + w.dpsum.bytes);
+  }
+}
+
+}  // namespace
+}  // namespace dash_attn
