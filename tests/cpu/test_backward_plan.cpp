@@ -29,9 +29,10 @@ TEST(BackwardPlan, ShiftFollowsTheMaskAndAutoTheShape) {
   const ProblemShape s{2, 1000, 1000, 4, 2, 128};
   EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kShift, true)), ScheduleKind::kSymmetricShift);
   EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kSymmetricShift, false)), ScheduleKind::kShift);
-  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, true)), ScheduleKind::kDescending);
-  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, false)), ScheduleKind::kShift);
-  const ProblemShape long_sequence{1, 16384, 16384, 16, 16, 128};  // 128 KV tiles: more than a wave
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, true)), ScheduleKind::kFA3);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, false)), ScheduleKind::kFA3);
+  const ProblemShape long_sequence{1, 16384, 16384, 16, 16, 128};  // 128 KV tiles
+  EXPECT_EQ(host::backward_schedule(long_sequence, with(ScheduleKind::kAuto, true)), ScheduleKind::kDescending);
   EXPECT_EQ(host::backward_schedule(long_sequence, with(ScheduleKind::kAuto, false)), ScheduleKind::kFA3);
 }
 

@@ -70,12 +70,12 @@ TEST(ScheduleCoverage, ClaimOrderIsSequenceThenHeadThenSchedule) {
 TEST(ScheduleResolve, MasksAndAuto) {
   schedule::TileProblem p{1, 8, 8, 64, 128, false, 4096, 4096};
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kSymmetricShift, p), ScheduleKind::kShift);
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kShift);  // 32 KV tiles: one wave
-  p.seqlen_k = p.seqlen_q = 16384;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);
   p.causal = true;
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 32 KV tiles
+  p.seqlen_k = p.seqlen_q = 16384;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kShift, p), ScheduleKind::kSymmetricShift);
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 128 KV tiles
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kFA3, p), ScheduleKind::kFA3);
 }
 

@@ -9,25 +9,30 @@
 
 namespace dash_attn::schedule {
 
+// Causal heads with at most this many KV tiles run fa3 under auto (see below).
+inline constexpr int kAutoFa3MaxKvTiles = 32;
+
 // - shift on a causal mask runs symmetric_shift (DASH's causal form of the
 //   shift), symmetric_shift on a full mask runs shift (pairing equal chains
 //   balances nothing);
-// - auto: causal -> descending (the fastest deterministic order measured at
-//   hdim 128 causal, 1.28x over FA3's, PRIOR_ART.md §3, and live with any
-//   number of resident CTAs); full -> shift when a head's KV tiles fit one
-//   wave (conflict-free adds; +4-22% measured up to 8k), fa3 beyond (shift
-//   lost to the baseline at 16k, where cross-L2 handoffs dominate). A varlen
-//   full-mask batch gets shift whatever its lengths: choosing by length would
-//   let other sequences of the batch change a sequence's bits.
+// - auto follows what our kernel measured on the H200 (docs/backward.md,
+//   2026-11-29, bf16 hdim 64/128, seqlen 1k/4k/16k), until the model is
+//   calibrated: full -> fa3 (fastest deterministic order at every length;
+//   shift lost 5-30% there); causal -> fa3 up to 32 KV tiles per head (4k at
+//   kBlockN 128: fa3 up to 13% ahead), descending beyond (16k: up to 7% ahead;
+//   8k is unmeasured and grouped with 16k). A varlen causal batch gets
+//   descending whatever its lengths: choosing by length would let other
+//   sequences of the batch change a sequence's bits.
 DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const TileProblem& p) {
   switch (kind) {
     case ScheduleKind::kShift:
     case ScheduleKind::kSymmetricShift:
       return p.causal ? ScheduleKind::kSymmetricShift : ScheduleKind::kShift;
     case ScheduleKind::kAuto:
-      if (p.causal) return ScheduleKind::kDescending;
-      if (p.is_varlen()) return ScheduleKind::kShift;
-      return (p.seqlen_k + p.block_n - 1) / p.block_n <= kMaxWaveSize ? ScheduleKind::kShift : ScheduleKind::kFA3;
+      if (!p.causal) return ScheduleKind::kFA3;
+      if (p.is_varlen()) return ScheduleKind::kDescending;
+      return (p.seqlen_k + p.block_n - 1) / p.block_n <= kAutoFa3MaxKvTiles ? ScheduleKind::kFA3
+                                                                              : ScheduleKind::kDescending;
     default:
       return kind;
   }

@@ -109,8 +109,9 @@ class Schedule {
     item.tiles = tiles;
     const int index = item.index_in_head;
     item.num_chains = visit_schedule(kind_, [&](auto s) { return s.chains_in_item(tiles, index); });
-    for (int c = 0; c < item.num_chains; ++c)
-      item.kv[c] = visit_schedule(kind_, [&](auto s) { return s.item_chain(tiles, index, c); });
+    // Constant indices keep the item in registers (a run-time index sends it to local memory).
+    item.kv[0] = visit_schedule(kind_, [&](auto s) { return s.item_chain(tiles, index, 0); });
+    if (item.num_chains > 1) item.kv[1] = visit_schedule(kind_, [&](auto s) { return s.item_chain(tiles, index, 1); });
     return item;
   }
 
