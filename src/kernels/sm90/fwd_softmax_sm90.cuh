@@ -82,11 +82,19 @@ struct OnlineSoftmax {
     using namespace cute;
     auto s = rows_cols_view(scores);
     static_assert(decltype(size<0>(s))::value == kRows);
+    constexpr int kCols = decltype(size<1>(s))::value;
+    // Four independent partial maxima and sums: the reductions are chains of
+    // dependent instructions otherwise.
+    constexpr int kLanes = 4;
+    static_assert(kCols % kLanes == 0);
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      float m = row_max[r];
+      float partial[kLanes];
       CUTE_UNROLL
-      for (int j = 0; j < size<1>(s); ++j) m = fmaxf(m, s(r, j));
+      for (int i = 0; i < kLanes; ++i) partial[i] = s(r, i);
+      CUTE_UNROLL
+      for (int j = kLanes; j < kCols; ++j) partial[j % kLanes] = fmaxf(partial[j % kLanes], s(r, j));
+      float m = fmaxf(fmaxf(row_max[r], fmaxf(partial[0], partial[1])), fmaxf(partial[2], partial[3]));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
       // A row with no visible key yet keeps m = -inf; subtracting 0 instead
@@ -94,13 +102,14 @@ struct OnlineSoftmax {
       const float m_scaled = m == -INFINITY ? 0.0f : m * scale_log2;
       rescale[r] = exp2_approx(row_max[r] * scale_log2 - m_scaled);
       row_max[r] = m;
-      float sum = 0.0f;
       CUTE_UNROLL
-      for (int j = 0; j < size<1>(s); ++j) {
+      for (int i = 0; i < kLanes; ++i) partial[i] = 0.0f;
+      CUTE_UNROLL
+      for (int j = 0; j < kCols; ++j) {
         s(r, j) = exp2_approx(s(r, j) * scale_log2 - m_scaled);
-        sum += s(r, j);
+        partial[j % kLanes] += s(r, j);
       }
-      row_sum[r] = row_sum[r] * rescale[r] + sum;
+      row_sum[r] = row_sum[r] * rescale[r] + ((partial[0] + partial[1]) + (partial[2] + partial[3]));
     }
   }
 

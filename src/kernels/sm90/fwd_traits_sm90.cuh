@@ -42,9 +42,11 @@ struct FwdTraits {
   using SmemLayoutK = decltype(cute::tile_to_shape(
       cute::GMMA::Layout_K_SW128_Atom<Element>{},
       cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
+  // Atoms of V^T are tiled along the keys first, so a stage is head_dim / 64
+  // TMA boxes of 64 x block_n instead of one box per 8 keys.
   using SmemLayoutVt = decltype(cute::tile_to_shape(
       cute::GMMA::Layout_MN_SW128_Atom<Element>{},
-      cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{}));
+      cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{}, cute::Step<cute::_2, cute::_1, cute::_3>{}));
 
   // S = Q K^T: both operands from shared memory. O += P V: P from registers
   // (the softmax output never touches shared memory), V^T from shared memory.
