@@ -6,7 +6,7 @@ import math
 import torch
 
 from . import ops
-from ._checks import check_qkv, check_unsupported, needs_copy, resolve_deterministic
+from ._checks import check_qkv, check_unsupported, resolve_deterministic
 
 # FlashAttention-3 keywords and the value that means "not used".
 _FA3_DEFAULTS = {"qv": None, "q_descale": None, "k_descale": None, "v_descale": None, "attention_chunk": 0,
@@ -17,7 +17,6 @@ def _attention(function, q, k, v, softmax_scale, causal, deterministic, schedule
     check_qkv(function, q, k, v)
     deterministic, schedule = resolve_deterministic(function, deterministic, schedule,
                                                     torch.are_deterministic_algorithms_enabled())
-    q, k, v = (t.contiguous() if needs_copy(t) else t for t in (q, k, v))
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     return ops.fwd(q, k, v, float(scale), bool(causal), bool(deterministic), schedule)
 

@@ -6,15 +6,23 @@ so CUDA-graph capture works."""
 import torch
 
 from . import _library
+from ._checks import needs_copy
 
 
 def _stream(device):
     return torch.cuda.current_stream(device).cuda_stream
 
 
+def _readable(t):
+    """The tensor, or a contiguous copy where the kernels cannot read it in
+    place. Inside the ops: data pointers are opaque to torch.compile's tracer."""
+    return t.contiguous() if needs_copy(t) else t
+
+
 @torch.library.custom_op("dash_attn::fwd", mutates_args=(), device_types="cuda")
 def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
         deterministic: bool, schedule: str) -> tuple[torch.Tensor, torch.Tensor]:
+    q, k, v = (_readable(t) for t in (q, k, v))
     batch, seqlen_q, heads_q, _ = q.shape
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch, heads_q, seqlen_q), dtype=torch.float32, device=q.device)
@@ -34,9 +42,7 @@ def _(q, k, v, softmax_scale, causal, deterministic, schedule):
 def bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
         softmax_scale: float, causal: bool, deterministic: bool,
         schedule: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    from ._checks import needs_copy
-
-    dout = dout.contiguous() if needs_copy(dout) else dout
+    dout, q, k, v = (_readable(t) for t in (dout, q, k, v))
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
     options = _library.make_options(causal, softmax_scale, deterministic, schedule)
     workspace = torch.empty(_library.backward_workspace_size(q, k, options), dtype=torch.uint8, device=q.device)
