@@ -1,5 +1,5 @@
-// Forward work partition: the order in which persistent CTAs take query tiles
-// and how many key tiles each query tile visits. CUDA-free and
+// Forward work partition: the order in which persistent CTAs take query tiles,
+// how they claim them, and how many key tiles each query tile visits. CUDA-free and
 // __host__ __device__, so the kernel and the CPU tests run the same code.
 #pragma once
 
@@ -42,6 +42,21 @@ struct ForwardPlan {
     const int group = first_group + rest % groups_here;
     return ForwardWorkTile{m_blocks - 1 - rest / groups_here, group % heads, group / heads};
   }
+
+  // Who takes which tile of that order (dynamic persistent schedule). CTA c
+  // starts with tile c; every further tile is claimed from a global counter,
+  // claim k (the counter's value before the increment) being tile grid + k, so
+  // the CTA that frees up first takes the longest tile still waiting and the
+  // causal imbalance is absorbed. `tiles` marks the end. A launch makes exactly
+  // `tiles` claims (tiles - grid that get a tile and one empty-handed claim per
+  // CTA), drawing the values 0 .. tiles - 1; the CTA that draws tiles - 1 thus
+  // knows every claim of the launch is done and zeroes the counter, which the
+  // next launch in the stream finds at zero.
+  DASH_HOST_DEVICE int first_tile(int cta) const { return cta; }
+  DASH_HOST_DEVICE int claimed_tile(int claim) const { return claim < tiles - grid ? grid + claim : tiles; }
+  DASH_HOST_DEVICE bool is_last_claim(int claim) const { return claim == tiles - 1; }
+  // Without a counter: tiles cta, cta + grid, ... (a static round robin).
+  DASH_HOST_DEVICE int static_next_tile(int index) const { return index < tiles - grid ? index + grid : tiles; }
 
   // Key tiles [0, n_block_end) that query tile m_block visits; 0 when every
   // row of the tile is fully masked (bottom-right causal with seqlen_q > seqlen_k).

@@ -1,10 +1,13 @@
 // The forward work partition against brute force: every query tile is
-// visited exactly once, causal sections start with their longest tiles, and
+// visited exactly once, causal sections start with their longest tiles, the
+// dynamic claims take every tile once and leave the counter at zero, and
 // the key-tile ranges and mask flags agree with the reference mask.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "attention_reference.hpp"
 #include "host/forward_plan.hpp"
@@ -41,6 +44,60 @@ TEST_P(ForwardPlanTest, VisitsEveryTileOnceLongestFirstWithinSections) {
     // Inside a section the order goes by descending m_block (longest first).
     const int section_tiles = p.section_heads * p.m_blocks;
     if (i % section_tiles != 0) EXPECT_LE(w.m_block, p.work_tile(i - 1).m_block) << "tile " << i;
+  }
+}
+
+// The dynamic schedule, run as an event simulation with the kernel's protocol:
+// each CTA starts with first_tile(cta); when a CTA finishes a tile (costs
+// n_block_end + 1, with a per-CTA jitter so claims interleave differently) it
+// draws the counter and takes claimed_tile(). Every tile is taken exactly once,
+// the claims are 0 .. tiles - 1, the last claim resets the counter, and under a
+// causal mask the makespan is no worse than the static round robin.
+TEST_P(ForwardPlanTest, DynamicClaimsTakeEveryTileOnceAndResetTheCounter) {
+  const PlanCase& c = GetParam();
+  for (int sm_count : {1, 7, 132}) {
+    const ForwardPlan p = plan_forward(c.shape, c.causal, sm_count);
+    auto cost = [&](int index, int cta) {
+      return 16ll * (p.n_block_end(p.work_tile(index).m_block) + 1) + (cta * 7 + index) % 5;
+    };
+    int counter = 0, resets = 0, claims = 0;
+    std::vector<int> taken(p.tiles, 0);
+    // (finish time, cta, tile) of the tile each CTA is on.
+    std::set<std::tuple<long long, int, int>> running;
+    for (int cta = 0; cta < p.grid; ++cta) {
+      const int tile = p.first_tile(cta);
+      ASSERT_LT(tile, p.tiles);
+      ++taken[tile];
+      running.insert({cost(tile, cta), cta, tile});
+    }
+    long long dynamic_end = 0;
+    while (!running.empty()) {
+      const auto [time, cta, tile] = *running.begin();
+      running.erase(running.begin());
+      dynamic_end = std::max(dynamic_end, time);
+      const int claim = counter++;
+      ++claims;
+      if (p.is_last_claim(claim)) {
+        counter = 0;
+        ++resets;
+      }
+      const int next = p.claimed_tile(claim);
+      if (next >= p.tiles) continue;
+      ++taken[next];
+      running.insert({time + cost(next, cta), cta, next});
+    }
+    EXPECT_EQ(claims, p.tiles) << "grid " << p.grid;
+    EXPECT_EQ(resets, 1);
+    EXPECT_EQ(counter, 0);
+    for (int i = 0; i < p.tiles; ++i) ASSERT_EQ(taken[i], 1) << "tile " << i << " grid " << p.grid;
+
+    long long static_end = 0;
+    for (int cta = 0; cta < p.grid; ++cta) {
+      long long t = 0;
+      for (int i = p.first_tile(cta); i < p.tiles; i = p.static_next_tile(i)) t += cost(i, cta);
+      static_end = std::max(static_end, t);
+    }
+    if (c.causal) EXPECT_LE(dynamic_end, static_end) << "grid " << p.grid;
   }
 }
 

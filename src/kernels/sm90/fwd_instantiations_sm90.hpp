@@ -19,6 +19,10 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace dash_attn::sm90 {
 
+// The tile-claim counter of the forward kernels for the current device and
+// `stream` (fwd_launch_sm90.cu); null when none can be made now.
+int* forward_tile_counter(cudaStream_t stream);
+
 template <DType kDType, int kHeadDim>
 void run_forward_sm90(ForwardArgs const& args, float softmax_scale, bool causal, cudaStream_t stream);
 

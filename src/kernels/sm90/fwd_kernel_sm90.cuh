@@ -5,8 +5,11 @@
 //                warpgroup gives its registers away (setmaxnreg 24).
 //   warpgroups 1, 2  consumers (setmaxnreg 240): rows 0-63 and 64-127 of the
 //                query tile; wgmma, online softmax, epilogue.
-// Every CTA walks the same static tile order (host::ForwardPlan), so the
-// producer and the consumers agree on the work without talking.
+// Tiles come from the one order of host::ForwardPlan; a CTA starts with tile
+// blockIdx.x and then claims the next index from a global counter (dynamic
+// persistent scheduling). The producer thread claims, right after issuing the
+// loads of its current tile, and hands the index to the consumers through
+// shared memory and two mbarriers, so both roles walk the same tiles.
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -15,6 +18,11 @@
 #include "fwd_mainloop_sm90.cuh"
 
 namespace dash_attn::sm90 {
+
+// CUTLASS's mbarrier asm has no memory clobber; this keeps the compiler from
+// moving the shared next_tile access across the arrive / wait around it (the
+// mbarrier's own release / acquire semantics order it for the hardware).
+CUTE_DEVICE void compiler_fence() { asm volatile("" ::: "memory"); }
 
 template <class Traits>
 class FwdKernelSm90 {
@@ -29,6 +37,9 @@ class FwdKernelSm90 {
     typename Mainloop::Params mainloop;
     typename Epilogue::Params epilogue;
     host::ForwardPlan plan;
+    // Claim counter, zero at launch and zeroed again by the last claim; null:
+    // the static order cta, cta + grid, ...
+    int* tile_counter;
   };
 
   CUTE_DEVICE void operator()(Params const& params, char* smem_bytes) const {
@@ -59,20 +70,37 @@ class FwdKernelSm90 {
     PipelineQ pipeline_q(smem.pipeline_q, pq, Shape<_1, _1, _1>{});
     PipelineKV pipeline_k(smem.pipeline_k, pkv, Shape<_1, _1, _1>{});
     PipelineKV pipeline_v(smem.pipeline_v, pkv, Shape<_1, _1, _1>{});
+    if (threadIdx.x == 0) {
+      cutlass::arch::ClusterBarrier::init(&smem.tile_full, 1);
+      cutlass::arch::ClusterBarrier::init(&smem.tile_empty, Traits::kConsumerThreads);
+      cutlass::arch::fence_barrier_init();
+    }
     __syncthreads();
 
     if (is_producer) {
       cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
       if (threadIdx.x != 0) return;
       auto state_q = cutlass::make_producer_start_state<PipelineQ>();
-      auto state_k = cutlass::make_producer_start_state<PipelineKV>();
-      auto state_v = cutlass::make_producer_start_state<PipelineKV>();
-      for (int index = blockIdx.x; index < plan.tiles; index += gridDim.x) {
+      auto state_kv = cutlass::make_producer_start_state<PipelineKV>();
+      uint32_t empty_phase = 1;  // the slot starts empty
+      for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
         const host::ForwardWorkTile work = plan.work_tile(index);
         const int n_block_end = plan.n_block_end(work.m_block);
-        if (n_block_end == 0) continue;
-        Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v, work,
-                       n_block_end);
+        if (n_block_end > 0)
+          Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work, n_block_end);
+        if (params.tile_counter != nullptr) {
+          const int claim = atomicAdd(params.tile_counter, 1);
+          if (plan.is_last_claim(claim)) atomicExch(params.tile_counter, 0);
+          index = plan.claimed_tile(claim);
+        } else {
+          index = plan.static_next_tile(index);
+        }
+        cutlass::arch::ClusterBarrier::wait(&smem.tile_empty, empty_phase);
+        empty_phase ^= 1;
+        compiler_fence();
+        smem.next_tile = index;
+        compiler_fence();
+        cutlass::arch::ClusterBarrier::arrive(&smem.tile_full);  // release: the consumers see next_tile
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
@@ -85,7 +113,8 @@ class FwdKernelSm90 {
       OnlineSoftmax<2> softmax(params.mainloop.scale_log2);
       // Consumer warpgroup 0 takes the first GEMM turn.
       if (consumer_wg == 1) Mainloop::pass_turn(consumer_wg);
-      for (int index = blockIdx.x; index < plan.tiles; index += gridDim.x) {
+      uint32_t full_phase = 0;
+      for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
         const host::ForwardWorkTile work = plan.work_tile(index);
         const int n_block_end = plan.n_block_end(work.m_block);
         clear(tOrO);
@@ -94,6 +123,12 @@ class FwdKernelSm90 {
           Mainloop::mma(params.mainloop, plan, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v,
                         thread_idx, work, n_block_end, tOrO, softmax);
         Epilogue::store(params.epilogue, plan, thread_idx, work, tOrO, softmax);
+        cutlass::arch::ClusterBarrier::wait(&smem.tile_full, full_phase);
+        full_phase ^= 1;
+        compiler_fence();
+        index = smem.next_tile;
+        compiler_fence();
+        cutlass::arch::ClusterBarrier::arrive(&smem.tile_empty);
       }
     }
   }

@@ -27,7 +27,8 @@ void run_forward_sm90(ForwardArgs const& args, float softmax_scale, bool causal,
   DASH_CUDA_CHECK(cudaGetDevice(&device));
   DASH_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   const typename Kernel::Params params{Kernel::Mainloop::to_params(args, softmax_scale),
-                                       Kernel::Epilogue::to_params(args), host::plan_forward(args.shape, causal, sm_count)};
+                                       Kernel::Epilogue::to_params(args), host::plan_forward(args.shape, causal, sm_count),
+                                       forward_tile_counter(stream)};
   kernel<<<params.plan.grid, Kernel::kThreads, Kernel::kSharedBytes, stream>>>(params);
   DASH_CUDA_CHECK(cudaGetLastError());
 }

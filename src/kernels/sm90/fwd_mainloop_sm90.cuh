@@ -90,11 +90,12 @@ struct FwdMainloopSm90 {
   }
 
   // Producer (one thread): Q once per tile, then K(n), V(n) for n descending,
-  // in the order the consumers release the stages.
+  // in the order the consumers release the stages. K and V advance together
+  // here, so one pipeline state serves both (the producer has 24 registers).
   template <class SharedStorage, class StateQ, class StateKV>
   static CUTE_DEVICE void load(Params const& p, SharedStorage& smem, typename Traits::PipelineQ& pipeline_q,
                                typename Traits::PipelineKV& pipeline_k, typename Traits::PipelineKV& pipeline_v,
-                               StateQ& state_q, StateKV& state_k, StateKV& state_v, host::ForwardWorkTile const& work,
+                               StateQ& state_q, StateKV& state_kv, host::ForwardWorkTile const& work,
                                int n_block_end) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
@@ -115,13 +116,14 @@ struct FwdMainloopSm90 {
     pipeline_q.producer_acquire(state_q);
     copy(p.tma_q.with(*pipeline_q.producer_get_barrier(state_q)), tQgQ, tQsQ);
     ++state_q;
+    // Not unrolled: the copies of the body would not fit in 24 registers.
+#pragma unroll 1
     for (int n = n_block_end - 1; n >= 0; --n) {
-      pipeline_k.producer_acquire(state_k);
-      copy(p.tma_k.with(*pipeline_k.producer_get_barrier(state_k)), tKgK(_, n), tKsK(_, state_k.index()));
-      ++state_k;
-      pipeline_v.producer_acquire(state_v);
-      copy(p.tma_v.with(*pipeline_v.producer_get_barrier(state_v)), tVgV(_, n), tVsV(_, state_v.index()));
-      ++state_v;
+      pipeline_k.producer_acquire(state_kv);
+      copy(p.tma_k.with(*pipeline_k.producer_get_barrier(state_kv)), tKgK(_, n), tKsK(_, state_kv.index()));
+      pipeline_v.producer_acquire(state_kv);
+      copy(p.tma_v.with(*pipeline_v.producer_get_barrier(state_kv)), tVgV(_, n), tVsV(_, state_kv.index()));
+      ++state_kv;
     }
   }
 

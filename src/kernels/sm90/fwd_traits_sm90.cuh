@@ -6,6 +6,7 @@
 #include <cute/tensor.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cutlass/numeric_types.h>
 #include <cutlass/pipeline/pipeline.hpp>
 
@@ -69,6 +70,12 @@ struct FwdTraits {
     typename PipelineQ::SharedStorage pipeline_q;
     typename PipelineKV::SharedStorage pipeline_k;
     typename PipelineKV::SharedStorage pipeline_v;
+    // The next tile index, handed from the producer thread to the consumers:
+    // tile_full completes when it is written, tile_empty when all consumer
+    // threads have read it.
+    int next_tile;
+    cutlass::arch::ClusterBarrier::ValueType tile_full;
+    cutlass::arch::ClusterBarrier::ValueType tile_empty;
   };
   static constexpr int kSharedBytes = sizeof(SharedStorage);
   static_assert(kSharedBytes <= 227 * 1024, "forward tiles exceed the 227 KB of shared memory of an SM");
