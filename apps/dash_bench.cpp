@@ -57,7 +57,8 @@ std::vector<int> parse_ints(const std::string& list) {
                "dash-bench: %s\n"
                "usage: dash-bench [--grid standard|quick] [--hdims 64,128] [--seqlens 512,...] [--masks full,causal]\n"
                "                  [--schedules atomic,fa3,descending,shift,symmetric_shift,auto] [--dtype bf16|fp16]\n"
-               "                  [--reps N] [--determinism-runs N] [--json FILE] [--commit SHA]\n",
+               "                  [--reps N] [--determinism-runs N] [--verify-max-seqlen N (0: no fp64 check)]\n"
+               "                  [--json FILE] [--commit SHA]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -97,6 +98,7 @@ Config parse(int argc, char** argv) {
       else usage("--dtype takes bf16 or fp16");
     } else if (flag == "--reps") c.repetitions = std::stoi(value());
     else if (flag == "--determinism-runs") c.determinism_runs = std::stoi(value());
+    else if (flag == "--verify-max-seqlen") c.verify_max_seqlen = std::stoi(value());
     else if (flag == "--json") c.json_path = value();
     else if (flag == "--commit") c.commit = value();
     else usage("unknown flag '" + flag + "'");
@@ -150,6 +152,19 @@ Slices slices_of(const DeviceProblem& p) {
   return r;
 }
 
+void print_header() {
+  std::printf("%-4s %-16s %-4s %-5s %-7s %6s %9s %8s %9s %-8s %-7s %s\n", "pass", "schedule", "det", "hdim", "mask",
+              "seqlen", "ms", "TFLOPS", "max_err", "verified", "bitwise", "status");
+}
+
+// Printed as soon as measured, so a run stopped by a time limit still reports what it did.
+void print_row(const Row& r) {
+  std::printf("%-4s %-16s %-4s %-5d %-7s %6d %9.3f %8.1f %9.2e %-8s %-7s %s\n", r.pass.c_str(), r.schedule.c_str(),
+              r.pass == "fwd" ? "-" : (r.deterministic ? "yes" : "no"), r.head_dim, r.mask.c_str(), r.seqlen,
+              r.median_ms, r.tflops, r.max_error, r.verified.c_str(), r.bitwise.c_str(), r.status.c_str());
+  std::fflush(stdout);
+}
+
 void run_config(const Config& c, int head_dim, bool causal, int seqlen, std::vector<Row>& rows) {
   const ProblemShape shape{c.total_tokens / seqlen, seqlen, seqlen, c.hidden / head_dim, c.hidden / head_dim, head_dim};
   DeviceProblem problem(shape, c.dtype, 1000 + seqlen + head_dim + causal);
@@ -188,6 +203,7 @@ void run_config(const Config& c, int head_dim, bool causal, int seqlen, std::vec
     fwd.status = e.code() == ErrorCode::kNotImplemented ? "not implemented" : e.what();
   }
   rows.push_back(fwd);
+  print_row(fwd);
 
   reference::Gradients exact_gradients, naive_gradients;
   for (const ScheduleKind kind : c.schedules) {
@@ -200,6 +216,7 @@ void run_config(const Config& c, int head_dim, bool causal, int seqlen, std::vec
     if (!have_forward) {
       bwd.status = "needs forward";
       rows.push_back(bwd);
+      print_row(bwd);
       continue;
     }
     try {
@@ -242,16 +259,8 @@ void run_config(const Config& c, int head_dim, bool causal, int seqlen, std::vec
       bwd.status = e.code() == ErrorCode::kNotImplemented ? "not implemented" : e.what();
     }
     rows.push_back(bwd);
+    print_row(bwd);
   }
-}
-
-void print_table(const std::vector<Row>& rows) {
-  std::printf("%-4s %-16s %-4s %-5s %-7s %6s %9s %8s %9s %-8s %-7s %s\n", "pass", "schedule", "det", "hdim", "mask",
-              "seqlen", "ms", "TFLOPS", "max_err", "verified", "bitwise", "status");
-  for (const Row& r : rows)
-    std::printf("%-4s %-16s %-4s %-5d %-7s %6d %9.3f %8.1f %9.2e %-8s %-7s %s\n", r.pass.c_str(), r.schedule.c_str(),
-                r.pass == "fwd" ? "-" : (r.deterministic ? "yes" : "no"), r.head_dim, r.mask.c_str(), r.seqlen,
-                r.median_ms, r.tflops, r.max_error, r.verified.c_str(), r.bitwise.c_str(), r.status.c_str());
 }
 
 std::string json_escape(const std::string& s) {
@@ -290,14 +299,15 @@ int main(int argc, char** argv) {
   using namespace dash_attn::bench;
   const Config config = parse(argc, argv);
   std::vector<Row> rows;
+  print_header();
   try {
     for (const int head_dim : config.head_dims)
       for (const bool causal : config.masks)
-        for (const int seqlen : config.seqlens) run_config(config, head_dim, causal, seqlen, rows);
-    print_table(rows);
-    if (!config.json_path.empty()) write_json(config, rows);
+        for (const int seqlen : config.seqlens) {
+          run_config(config, head_dim, causal, seqlen, rows);
+          if (!config.json_path.empty()) write_json(config, rows);  // rewritten each time: partial runs keep results
+        }
   } catch (const std::exception& e) {
-    print_table(rows);
     std::fprintf(stderr, "dash-bench: %s\n", e.what());
     return 1;
   }

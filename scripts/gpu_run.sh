@@ -36,7 +36,7 @@ if wanted tests; then
 fi
 if wanted bench && [ -x "$build/apps/dash-bench" ]; then
   step bench "${DASH_BENCH_LIMIT:-900}" "$build/apps/dash-bench" --grid "${DASH_BENCH_GRID:-standard}" \
-    --determinism-runs "${DASH_BENCH_RERUNS:-10}" --commit "$commit" --json "$out/bench.json"
+    --determinism-runs "${DASH_BENCH_RERUNS:-10}" --verify-max-seqlen "${DASH_BENCH_VERIFY_MAX:-2048}" --commit "$commit" --json "$out/bench.json"
 fi
 if wanted sanitizer && [ -n "${DASH_SANITIZE_FILTER:-}" ]; then
   step sanitizer "${DASH_SANITIZE_LIMIT:-600}" bash -c 'for tool in memcheck racecheck; do
