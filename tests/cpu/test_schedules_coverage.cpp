@@ -73,6 +73,10 @@ TEST(ScheduleResolve, MasksAndAuto) {
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);
   p.causal = true;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 32 KV tiles
+  p.seqlen_k = p.seqlen_q = 8192;
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 64 KV tiles
+  p.seqlen_k = p.seqlen_q = 8320;
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 65 KV tiles
   p.seqlen_k = p.seqlen_q = 16384;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kShift, p), ScheduleKind::kSymmetricShift);
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 128 KV tiles

@@ -10,19 +10,19 @@
 namespace dash_attn::schedule {
 
 // Causal heads with at most this many KV tiles run fa3 under auto (see below).
-inline constexpr int kAutoFa3MaxKvTiles = 32;
+inline constexpr int kAutoFa3MaxKvTiles = 64;
 
 // - shift on a causal mask runs symmetric_shift (DASH's causal form of the
 //   shift), symmetric_shift on a full mask runs shift (pairing equal chains
 //   balances nothing);
-// - auto follows what our kernel measured on the H200 (docs/backward.md,
-//   2026-11-29, bf16 hdim 64/128, seqlen 1k/4k/16k), until the model is
-//   calibrated: full -> fa3 (fastest deterministic order at every length;
-//   shift lost 5-30% there); causal -> fa3 up to 32 KV tiles per head (4k at
-//   kBlockN 128: fa3 up to 13% ahead), descending beyond (16k: up to 7% ahead;
-//   8k is unmeasured and grouped with 16k). A varlen causal batch gets
-//   descending whatever its lengths: choosing by length would let other
-//   sequences of the batch change a sequence's bits.
+// - auto follows what our kernel measured on the H200 (docs/results.md,
+//   2026-11-29, bf16 hdim 64/128, seqlen 512-16k), until the model is
+//   calibrated: full -> fa3 (fastest deterministic order, or within 1% of
+//   descending, at every length; shift lost 5-40%); causal -> fa3 up to 64 KV
+//   tiles per head (8k at kBlockN 128: fa3 ahead by up to 20% at 1k-8k, tied
+//   at hdim 128 8k), descending beyond (16k: 3-7% ahead). A varlen causal
+//   batch gets descending whatever its lengths: choosing by length would let
+//   other sequences of the batch change a sequence's bits.
 DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const TileProblem& p) {
   switch (kind) {
     case ScheduleKind::kShift:
