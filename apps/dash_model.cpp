@@ -14,6 +14,7 @@
 
 #include "dash_attn/schedule/resolve.hpp"
 #include "dash_attn/tile_config.hpp"
+#include "dash_model_calibrate.hpp"
 #include "evaluate.hpp"
 #include "gantt_svg.hpp"
 #include "optimum.hpp"
@@ -52,6 +53,11 @@ schedules and output:
   --optimum            also the exact optimum (small problems only)
   --svg FILE           Gantt chart of the schedules
   --json               one JSON object per schedule instead of the table
+calibration:
+  --calibrate FILE     fit c, c_masked, r, s and the per-chain cost to the
+                       backward rows of a dash-bench --json file (per head
+                       dim, standard grid shapes, the file's SM count) and
+                       print measured vs modeled times as Markdown
 )";
 
 struct Options {
@@ -197,6 +203,10 @@ std::string json_string(std::string_view s) { return "\"" + std::string(s) + "\"
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "--calibrate") {
+    if (argc != 3) fail("--calibrate takes one file and no other option");
+    return run_calibration(argv[2]);
+  }
   Options o = parse(argc, argv);
   ds::TileProblem problem;
   std::vector<int> cu_q, cu_k;
