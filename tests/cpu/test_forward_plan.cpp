@@ -12,19 +12,12 @@
 #include "attention_reference.hpp"
 #include "host/forward_plan.hpp"
 
+#include "common/masked_shape.hpp"
+
 namespace dash_attn::host {
 namespace {
 
-struct PlanCase {
-  ProblemShape shape;
-  bool causal;
-};
-
-void PrintTo(const PlanCase& c, std::ostream* out) {
-  const ProblemShape& s = c.shape;
-  *out << (c.causal ? "causal" : "full") << " b" << s.batch << " q" << s.seqlen_q << " k" << s.seqlen_k << " h"
-       << s.heads_q << "/" << s.heads_kv << " d" << s.head_dim;
-}
+using PlanCase = testing::MaskedShape;
 
 class ForwardPlanTest : public ::testing::TestWithParam<PlanCase> {};
 

@@ -8,6 +8,7 @@
 #include "attention_naive.hpp"
 #include "attention_reference.hpp"
 #include "common/compare.hpp"
+#include "common/masked_shape.hpp"
 
 namespace dash_attn::reference {
 namespace {
@@ -19,16 +20,7 @@ std::vector<double> random_values(std::mt19937_64& rng, int64_t count) {
   return values;
 }
 
-struct Problem {
-  ProblemShape shape;
-  bool causal;
-};
-
-void PrintTo(const Problem& p, std::ostream* out) {
-  const ProblemShape& s = p.shape;
-  *out << (p.causal ? "causal" : "full") << " b" << s.batch << " q" << s.seqlen_q << " k" << s.seqlen_k << " h"
-       << s.heads_q << "/" << s.heads_kv << " d" << s.head_dim;
-}
+using Problem = testing::MaskedShape;
 
 // Loss whose gradient the backward computes: sum(out * dout).
 double loss(const Problem& p, double scale, const std::vector<double>& q, const std::vector<double>& k,
