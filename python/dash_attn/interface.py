@@ -13,6 +13,12 @@ _FA3_DEFAULTS = {"qv": None, "q_descale": None, "k_descale": None, "v_descale": 
                  "num_splits": 1, "pack_gqa": None, "sm_margin": 0}
 
 
+def _is_default(name, value):
+    default = _FA3_DEFAULTS[name]
+    # Identity for None: comparing a tensor with None is not a boolean.
+    return value is None if default is None else value == default
+
+
 def _attention(function, q, k, v, softmax_scale, causal, deterministic, schedule):
     check_qkv(function, q, k, v)
     deterministic, schedule = resolve_deterministic(function, deterministic, schedule,
@@ -35,7 +41,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
         raise TypeError(f"dash_attn.flash_attn_func: unexpected keyword arguments {sorted(unknown)}")
     check_unsupported("flash_attn_func", dropout_p=dropout_p, window_size=window_size, softcap=softcap,
                       alibi_slopes=alibi_slopes,
-                      **{name: value for name, value in kwargs.items() if value != _FA3_DEFAULTS[name]})
+                      **{name: value for name, value in kwargs.items() if not _is_default(name, value)})
     out, lse = _attention("flash_attn_func", q, k, v, softmax_scale, causal, deterministic, schedule)
     return (out, lse, None) if return_attn_probs else out
 

@@ -21,6 +21,8 @@ std::size_t backward_workspace_size(const ProblemShape& shape, const Options& op
 }
 
 void backward(const BackwardArgs& args, const Options& options, cudaStream_t stream) {
+  // The shape is checked before it is planned: the plan's arithmetic assumes a valid one.
+  host::validate_problem("backward", args.shape, options);
   const host::BackwardWorkspace workspace = host::plan_backward_workspace(args.shape, options);
   host::validate_backward(args, options, workspace.total_bytes);
   if (args.shape.head_dim > 128)
@@ -33,7 +35,8 @@ void backward(const BackwardArgs& args, const Options& options, cudaStream_t str
   // Wave schedules need a wave of co-resident CTAs; refuse rather than risk a hang.
   const int capacity = sm90::backward_main_capacity(args);
   const int cap = options.max_ctas > 0 ? std::min(options.max_ctas, capacity) : capacity;
-  const int need = schedule::Schedule(config.kind).required_coresidency(config.problem);
+  const schedule::Schedule chosen(config.kind);
+  const int need = chosen.required_coresidency(config.problem);
   if (need > cap)
     throw Error(ErrorCode::kUnsafeSchedule,
                 "dash_attn::backward: schedule '" + std::string(to_string(config.kind)) + "' needs " +
@@ -41,7 +44,7 @@ void backward(const BackwardArgs& args, const Options& options, cudaStream_t str
                     " are allowed (options.max_ctas = " + std::to_string(options.max_ctas) + ", device holds " +
                     std::to_string(capacity) + "); raise max_ctas or choose 'fa3' or 'descending', which run on any grid");
   config.cooperative = need > 1;
-  const int items = schedule::Schedule(config.kind).total_items(config.problem);
+  const int items = chosen.total_items(config.problem);
   config.grid = std::max(1, std::min(items, cap));
   sm90::launch_backward_preprocess(args, workspace, stream);
   sm90::launch_backward_main(args, workspace, config, stream);
