@@ -8,6 +8,7 @@
 #include "bwd_params_sm90.hpp"
 #include "bwd_sync_sm90.hpp"
 #include "bwd_wgmma_sm90.hpp"
+#include "exp2_approx.hpp"
 
 namespace dash_attn::sm90::bwd {
 
@@ -67,7 +68,11 @@ struct BwdMainloop {
     Tensor t_qt = thr_dkv.partition_fragment_B(s_qt);
     Tensor t_ds = thr_dq.partition_fragment_A(s_ds);
     Tensor t_kt = thr_dq.partition_fragment_B(s_kt);
-    Tensor t_ds_store = thr_sdp.partition_C(s_dst);
+    // dS^T fragments -> shared memory with stmatrix: each 8x8 block row is 8
+    // consecutive Q rows, contiguous in the M-major dS layout.
+    auto r2s_ds = make_tiled_copy_C(typename Traits::SmemCopyAtomDs{}, mma_sdp);
+    auto thr_r2s_ds = r2s_ds.get_thread_slice(thread);
+    Tensor t_ds_store = thr_r2s_ds.partition_D(as_position_independent_swizzle_tensor(s_dst));
 
     // (key, row) of every S^T element this thread holds; (row, col) of every dQ element.
     Tensor coord_s = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
@@ -99,12 +104,12 @@ struct BwdMainloop {
           const int key = key_base + get<0>(coord_s(i));
           const int row_limit = tiles.causal ? visible_offset + get<1>(coord_s(i)) : tiles.seqlen_k - 1;
           const bool hidden = key >= tiles.seqlen_k || key > row_limit;
-          s_acc(i) = hidden ? 0.f : exp2f(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
+          s_acc(i) = hidden ? 0.f : exp2_approx(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
         }
       } else {
         CUTE_UNROLL
         for (int i = 0; i < size(s_acc); ++i)
-          s_acc(i) = exp2f(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
+          s_acc(i) = exp2_approx(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
       }
 
       // dS^T = P^T o (dP^T - D).
@@ -115,9 +120,7 @@ struct BwdMainloop {
 
       Tensor p16 = convert_fragment<Element>(s_acc);
       Tensor ds16 = convert_fragment<Element>(dp_acc);
-      Tensor ds_slot = t_ds_store(_, _, _, ds_stage);
-      CUTE_UNROLL
-      for (int i = 0; i < size(ds16); ++i) ds_slot(i) = ds16(i);
+      copy(r2s_ds, thr_r2s_ds.retile_S(ds16), t_ds_store(_, _, _, ds_stage));
       fence_proxy_async_shared();
 
       Tensor p_a = make_tensor(p16.data(), accumulator_as_a_operand(p16.layout()));

@@ -14,6 +14,7 @@
 #include <cute/tensor.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/copy_traits_sm90.hpp>
 #include <cutlass/arch/barrier.h>
 
 #include "dash_attn/tile_config.hpp"
@@ -67,6 +68,9 @@ struct BwdTraits {
   using SmemLayoutDst = decltype(composition(
       SmemLayoutDs{}, make_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kDsStages>>{},
                                   Stride<Int<kBlockM>, _1, Int<kBlockM * kBlockN>>{})));
+
+  // dS^T registers (rows = keys) -> the M-major dS layout, where Q rows are contiguous.
+  using SmemCopyAtomDs = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 
   // wgmma tilings over the 256 MMA threads.
   using TiledMmaSdP = decltype(make_tiled_mma(

@@ -8,6 +8,8 @@
 
 #include <cmath>
 
+#include "exp2_approx.hpp"
+
 namespace dash_attn::sm90 {
 
 // ((2 cols, 2 rows, N/8 col groups), MMA_M, MMA_N) -> ((2 rows, MMA_M), (2 cols, N/8, MMA_N)).
@@ -52,13 +54,6 @@ CUTE_DEVICE void apply_mask(TensorS& scores, TensorCoord const& coords, int row_
       if (col_offset + get<1>(c(r, j)) >= limit) s(r, j) = -INFINITY;
     }
   }
-}
-
-// MUFU.EX2 directly: exp2f without fast-math adds denormal handling around it.
-CUTE_DEVICE float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 template <int kRows>
