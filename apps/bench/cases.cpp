@@ -1,0 +1,50 @@
+#include "bench/cases.hpp"
+
+#include <algorithm>
+
+namespace dash_attn::bench {
+
+std::vector<BenchCase> bench_cases(const BenchOptions& options) {
+  std::vector<BenchCase> cases;
+  if (!options.shapes.empty()) {
+    for (const ProblemShape& shape : options.shapes)
+      for (const bool causal : options.masks) cases.push_back(BenchCase{shape, causal});
+    return cases;
+  }
+  for (const int head_dim : options.head_dims)
+    for (const bool causal : options.masks)
+      for (const int seqlen : options.seqlens) {
+        const int heads = std::max(1, kGridHidden / head_dim);
+        cases.push_back(BenchCase{ProblemShape{kGridTokens / seqlen, seqlen, seqlen, heads, heads, head_dim}, causal});
+      }
+  return cases;
+}
+
+uint64_t case_seed(const BenchCase& c) {
+  return 1000 + static_cast<uint64_t>(c.shape.seqlen_q + c.shape.head_dim) + (c.causal ? 1 : 0);
+}
+
+double forward_flops(const ProblemShape& s, bool causal) {
+  const double full = 4.0 * s.batch * s.heads_q * s.seqlen_q * s.seqlen_k * s.head_dim;
+  return causal ? full / 2 : full;
+}
+
+ProblemShape reduced_shape(const ProblemShape& shape) {
+  ProblemShape r = shape;
+  const int64_t group = shape.heads_q / shape.heads_kv;
+  r.batch = std::min<int64_t>(shape.batch, 2);
+  r.heads_kv = std::min<int64_t>(shape.heads_kv, 2);
+  r.heads_q = r.heads_kv * group;
+  const int64_t longest = std::max(shape.seqlen_q, shape.seqlen_k);
+  if (longest > kVerifySeqlen) {
+    r.seqlen_q = std::max<int64_t>(1, shape.seqlen_q * kVerifySeqlen / longest);
+    r.seqlen_k = std::max<int64_t>(1, shape.seqlen_k * kVerifySeqlen / longest);
+  }
+  return r;
+}
+
+bool slice_checked(const BenchOptions& options, const ProblemShape& shape) {
+  return std::max(shape.seqlen_q, shape.seqlen_k) <= options.verify_max_seqlen;
+}
+
+}  // namespace dash_attn::bench

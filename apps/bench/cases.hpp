@@ -1,0 +1,39 @@
+// The problems dash-bench runs: one case per (shape, mask), each with its
+// input seed, FLOP count and the reduced problem --verify checks it on.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/options.hpp"
+
+namespace dash_attn::bench {
+
+struct BenchCase {
+  ProblemShape shape;
+  bool causal = false;
+};
+
+// Grid order: head_dim, then mask, then seqlen; --shape: shape, then mask.
+std::vector<BenchCase> bench_cases(const BenchOptions& options);
+
+// Inputs depend on the case alone (not on what ran before), so a repro line
+// regenerates the same data: 1000 + seqlen_q + head_dim + causal.
+uint64_t case_seed(const BenchCase& c);
+
+// 4 * batch * heads_q * seqlen_q * seqlen_k * head_dim, half for causal; the
+// backward counts 2.5 times this (FA2/FA3/DASH convention).
+double forward_flops(const ProblemShape& shape, bool causal);
+
+// What --verify checks a large row on: batch 2, at most 2 KV heads with the
+// case's GQA group, both seqlens scaled down together so the larger one is
+// kVerifySeqlen (the fp64 reference costs O(seqlen^2 * head_dim) per head on
+// one core: about a second per head at 1024, hdim 128). Shapes already that
+// small are returned unchanged.
+inline constexpr int kVerifySeqlen = 1024;
+ProblemShape reduced_shape(const ProblemShape& shape);
+
+// Whether the row is checked on a slice of the timed problem itself.
+bool slice_checked(const BenchOptions& options, const ProblemShape& shape);
+
+}  // namespace dash_attn::bench

@@ -1,0 +1,64 @@
+#include "bench/model_rows.hpp"
+
+#include <cmath>
+
+#include "bench/repro.hpp"
+#include "calibration.hpp"
+#include "dash_attn/tile_config.hpp"
+
+namespace dash_attn::bench {
+
+model::CostModel h200_backward_costs(int head_dim, bool* calibrated) {
+  model::CostModel cost;
+  double chain = 0;  // prologue + epilogue, fitted as one per-chain cost
+  if (head_dim == 64) cost.compute = 0.00418, cost.compute_masked = 0.00834, cost.reduce = 0.00105, chain = 0.0154;
+  else cost.compute = 0.00316, cost.compute_masked = 0.00457, cost.reduce = 0.00039, chain = 0.0226;
+  cost.handoff = 0;
+  cost.prologue = cost.epilogue = chain / 2;
+  cost.overlap_reduce = true;  // the kernel's dQ writer warp adds while the next tile computes
+  if (calibrated) *calibrated = head_dim == 64 || head_dim == 128;
+  return cost;
+}
+
+std::vector<Row> model_rows(const BenchOptions& options, const BenchCase& c, int threads) {
+  const ProblemShape& s = c.shape;
+  const TileShape tile = backward_tile(static_cast<int>(s.head_dim));
+  schedule::TileProblem problem;
+  problem.batch = static_cast<int>(s.batch);
+  problem.heads_q = static_cast<int>(s.heads_q);
+  problem.heads_kv = static_cast<int>(s.heads_kv);
+  problem.block_m = tile.block_m;
+  problem.block_n = tile.block_n;
+  problem.causal = c.causal;
+  problem.seqlen_q = static_cast<int>(s.seqlen_q);
+  problem.seqlen_k = static_cast<int>(s.seqlen_k);
+
+  std::vector<model::CalibrationPoint> points;
+  for (const ScheduleKind kind : options.schedules) points.push_back(model::CalibrationPoint{problem, kind, 1});
+  bool calibrated = false;
+  const model::CostModel cost = h200_backward_costs(static_cast<int>(s.head_dim), &calibrated);
+  const std::vector<double> ms = model::predict(points, cost, kModelWorkers, threads);
+
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    Row r;
+    r.impl = "model";
+    r.pass = "bwd";
+    r.schedule = std::string(to_string(points[i].schedule));
+    r.deterministic = points[i].schedule != ScheduleKind::kAtomic;
+    r.shape = s;
+    r.mask = c.causal ? "causal" : "full";
+    r.repro = repro_command(options, c, Pass::kBackward, points[i].schedule);
+    if (!std::isfinite(ms[i])) {
+      r.status = "deadlock with " + std::to_string(kModelWorkers) + " workers";
+    } else {
+      r.median_ms = r.min_ms = r.max_ms = ms[i];
+      r.tflops = 2.5 * forward_flops(s, c.causal) / (ms[i] * 1e9);
+      r.status = calibrated ? "modeled" : "modeled (hdim 128 costs)";
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace dash_attn::bench

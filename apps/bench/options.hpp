@@ -1,0 +1,59 @@
+// dash-bench's command line: what to run (the standard grid of
+// docs/benchmarks.md, a part of it, or chosen shapes), how to check it and
+// where to write the results. Host-only, so the CPU tests parse with it.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dash_attn/types.hpp"
+
+namespace dash_attn::bench {
+
+// The standard grid: 16k tokens in total (batch = 16384 / seqlen) and hidden
+// 2048 (heads = 2048 / head_dim), as the FlashAttention-3 and DASH papers.
+inline constexpr int kGridTokens = 16384;
+inline constexpr int kGridHidden = 2048;
+
+enum class Pass { kForward, kBackward };
+
+struct BenchOptions {
+  std::vector<int> head_dims{64, 128};
+  std::vector<int> seqlens{512, 1024, 2048, 4096, 8192, 16384};
+  std::vector<ProblemShape> shapes;  // --shape: replaces the grid when not empty
+  std::vector<bool> masks{false, true};
+  std::vector<ScheduleKind> schedules{ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending,
+                                      ScheduleKind::kShift, ScheduleKind::kSymmetricShift, ScheduleKind::kAuto};
+  bool forward = true, backward = true;  // --passes
+  DType dtype = DType::kBF16;
+  int repetitions = 30;
+  int determinism_runs = 10;
+  // Rows with both seqlens <= this are checked on a (batch 0, kv-head 0)
+  // slice of the timed problem; the fp64 check costs O(seqlen^2 * head_dim)
+  // per head on one CPU core. 0: no slice check.
+  int verify_max_seqlen = 2048;
+  // --verify: rows above verify_max_seqlen are checked too, on a reduced
+  // problem of the same head_dim, GQA ratio, mask and schedule.
+  bool verify = false;
+  bool model = false;  // --model: the schedule model even where a GPU is
+  bool help = false;
+  std::string json_path, csv_path;
+  std::string commit = "unknown";
+};
+
+// A malformed command line; the message names the flag and what it expects.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// args excludes the program name. Throws UsageError.
+BenchOptions parse_options(const std::vector<std::string>& args);
+
+const char* usage_text();
+
+// "batch,seqlen_q,seqlen_k,heads_q,heads_kv,head_dim", the --shape syntax.
+std::string shape_text(const ProblemShape& shape);
+
+}  // namespace dash_attn::bench

@@ -1,0 +1,177 @@
+// dash-bench's command line, its cases and its repro lines (apps/bench):
+// the grid and --shape give the intended problems, malformed flags fail with
+// a message naming the flag, and each row's repro line parses back to that
+// row's case, pass and schedule alone.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/cases.hpp"
+#include "bench/options.hpp"
+#include "bench/repro.hpp"
+
+namespace dash_attn::bench {
+namespace {
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+BenchOptions parse(const std::string& line) { return parse_options(words(line)); }
+
+bool same(const ProblemShape& a, const ProblemShape& b) {
+  return a.batch == b.batch && a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k && a.heads_q == b.heads_q &&
+         a.heads_kv == b.heads_kv && a.head_dim == b.head_dim;
+}
+
+std::string usage_error(const std::string& line) {
+  try {
+    parse(line);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(BenchOptions, DefaultIsTheStandardGrid) {
+  const BenchOptions o = parse("");
+  const std::vector<BenchCase> cases = bench_cases(o);
+  ASSERT_EQ(cases.size(), 2u * 2u * 6u);  // head dims x masks x seqlens
+  EXPECT_TRUE(same(cases.front().shape, ProblemShape{32, 512, 512, 32, 32, 64}));
+  EXPECT_FALSE(cases.front().causal);
+  EXPECT_TRUE(same(cases.back().shape, ProblemShape{1, 16384, 16384, 16, 16, 128}));
+  EXPECT_TRUE(cases.back().causal);
+  EXPECT_EQ(o.schedules.size(), 6u);
+  EXPECT_TRUE(o.forward && o.backward);
+  EXPECT_FALSE(o.verify);
+  EXPECT_EQ(o.verify_max_seqlen, 2048);
+}
+
+TEST(BenchOptions, GridFlagsNarrowTheGridInAnyOrder) {
+  for (const char* line : {"--hdims 64 --grid quick", "--grid quick --hdims 64"}) {
+    const std::vector<BenchCase> cases = bench_cases(parse(line));
+    ASSERT_EQ(cases.size(), 4u) << line;  // hdim 64 x 2 masks x seqlens 1k, 4k
+    EXPECT_TRUE(same(cases[0].shape, ProblemShape{16, 1024, 1024, 32, 32, 64})) << line;
+    EXPECT_TRUE(same(cases[1].shape, ProblemShape{4, 4096, 4096, 32, 32, 64})) << line;
+  }
+}
+
+TEST(BenchOptions, ShapesReplaceTheGridAndAllowGqa) {
+  const BenchOptions o = parse("--shape 2,4096,4096,32,8,128 --shape 1,512,2048,16,1,64 --masks causal");
+  const std::vector<BenchCase> cases = bench_cases(o);
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_TRUE(same(cases[0].shape, ProblemShape{2, 4096, 4096, 32, 8, 128}));
+  EXPECT_TRUE(same(cases[1].shape, ProblemShape{1, 512, 2048, 16, 1, 64}));
+  EXPECT_TRUE(cases[0].causal && cases[1].causal);
+  EXPECT_EQ(shape_text(cases[0].shape), "2,4096,4096,32,8,128");
+}
+
+TEST(BenchOptions, PassesMasksSchedulesAndChecks) {
+  const BenchOptions o = parse("--passes bwd --masks full --schedules fa3,shift --dtype fp16 --reps 5 "
+                               "--determinism-runs 0 --verify --verify-max-seqlen 0 --json a.json --csv b.csv --commit abc");
+  EXPECT_FALSE(o.forward);
+  EXPECT_TRUE(o.backward);
+  EXPECT_EQ(o.masks, std::vector<bool>{false});
+  EXPECT_EQ(o.schedules, (std::vector<ScheduleKind>{ScheduleKind::kFA3, ScheduleKind::kShift}));
+  EXPECT_EQ(o.dtype, DType::kFP16);
+  EXPECT_EQ(o.repetitions, 5);
+  EXPECT_EQ(o.determinism_runs, 0);
+  EXPECT_TRUE(o.verify);
+  EXPECT_EQ(o.verify_max_seqlen, 0);
+  EXPECT_EQ(o.json_path, "a.json");
+  EXPECT_EQ(o.csv_path, "b.csv");
+  EXPECT_EQ(o.commit, "abc");
+  EXPECT_TRUE(parse("--help").help);
+}
+
+TEST(BenchOptions, MalformedFlagsNameTheFlag) {
+  EXPECT_NE(usage_error("--frobnicate").find("unknown option '--frobnicate'"), std::string::npos);
+  EXPECT_NE(usage_error("--json").find("--json needs a value"), std::string::npos);
+  EXPECT_NE(usage_error("--shape 1,2,3").find("--shape expects batch,seqlen_q"), std::string::npos);
+  EXPECT_NE(usage_error("--shape 1,1024,1024,32,5,128").find("must divide"), std::string::npos);
+  EXPECT_NE(usage_error("--shape 1,1024,1024,0,1,128").find("--shape expects an integer >= 1"), std::string::npos);
+  EXPECT_NE(usage_error("--shape 1,1024,1024,8,8,128 --seqlens 512").find("drop --seqlens"), std::string::npos);
+  EXPECT_NE(usage_error("--seqlens 512,").find("--seqlens expects an integer"), std::string::npos);
+  EXPECT_NE(usage_error("--seqlens 1k").find("got '1k'"), std::string::npos);
+  EXPECT_NE(usage_error("--seqlens 32768").find("use --shape"), std::string::npos);
+  EXPECT_NE(usage_error("--masks full,diagonal").find("got 'diagonal'"), std::string::npos);
+  EXPECT_NE(usage_error("--schedules fa3,fastest").find("unknown schedule 'fastest'"), std::string::npos);
+  EXPECT_NE(usage_error("--passes fwd,both").find("got 'both'"), std::string::npos);
+  EXPECT_NE(usage_error("--dtype fp8").find("--dtype expects bf16 or fp16"), std::string::npos);
+  EXPECT_NE(usage_error("--reps 0").find("--reps expects an integer >= 1"), std::string::npos);
+  EXPECT_NE(usage_error("--grid huge").find("--grid expects standard or quick"), std::string::npos);
+}
+
+TEST(BenchCases, SeedDependsOnTheCaseOnly) {
+  // A grid row and its --shape repro generate the same inputs.
+  const std::vector<BenchCase> grid = bench_cases(parse("--grid quick --masks causal"));
+  const std::vector<BenchCase> chosen = bench_cases(parse("--shape 4,4096,4096,16,16,128 --masks causal"));
+  EXPECT_EQ(case_seed(grid[1]), case_seed(chosen[0]));
+  EXPECT_NE(case_seed(grid[0]), case_seed(grid[1]));
+  EXPECT_NE(case_seed(BenchCase{grid[1].shape, false}), case_seed(grid[1]));
+}
+
+TEST(BenchCases, FlopsFollowTheConvention) {
+  const ProblemShape s{2, 1024, 2048, 8, 2, 128};
+  EXPECT_DOUBLE_EQ(forward_flops(s, false), 4.0 * 2 * 8 * 1024 * 2048 * 128);
+  EXPECT_DOUBLE_EQ(forward_flops(s, true), 2.0 * 2 * 8 * 1024 * 2048 * 128);
+}
+
+TEST(BenchCases, ReducedShapeKeepsHeadDimAndGroup) {
+  EXPECT_TRUE(same(reduced_shape(ProblemShape{1, 16384, 16384, 16, 16, 128}), ProblemShape{1, 1024, 1024, 2, 2, 128}));
+  EXPECT_TRUE(same(reduced_shape(ProblemShape{4, 8192, 8192, 32, 8, 64}), ProblemShape{2, 1024, 1024, 8, 2, 64}));
+  EXPECT_TRUE(same(reduced_shape(ProblemShape{3, 512, 16384, 32, 1, 128}), ProblemShape{2, 32, 1024, 32, 1, 128}));
+  const ProblemShape small{2, 1000, 700, 4, 2, 64};
+  EXPECT_TRUE(same(reduced_shape(small), small));
+}
+
+TEST(BenchCases, SliceCheckUpToVerifyMaxSeqlen) {
+  const BenchOptions o = parse("--verify-max-seqlen 2048");
+  EXPECT_TRUE(slice_checked(o, ProblemShape{8, 2048, 2048, 16, 16, 128}));
+  EXPECT_FALSE(slice_checked(o, ProblemShape{8, 1024, 4096, 16, 16, 128}));
+  EXPECT_FALSE(slice_checked(parse("--verify-max-seqlen 0"), ProblemShape{1, 1, 1, 1, 1, 64}));
+}
+
+TEST(BenchRepro, EachRowsLineParsesBackToThatRowAlone) {
+  const BenchOptions o = parse("--grid quick --reps 7 --determinism-runs 3 --verify");
+  for (const BenchCase& c : bench_cases(o)) {
+    for (const ScheduleKind kind : o.schedules) {
+      const std::string line = repro_command(o, c, Pass::kBackward, kind);
+      std::vector<std::string> args = words(line);
+      ASSERT_EQ(args.front(), "dash-bench");
+      const BenchOptions r = parse_options(std::vector<std::string>(args.begin() + 1, args.end()));
+      const std::vector<BenchCase> cases = bench_cases(r);
+      ASSERT_EQ(cases.size(), 1u) << line;
+      EXPECT_TRUE(same(cases[0].shape, c.shape)) << line;
+      EXPECT_EQ(cases[0].causal, c.causal) << line;
+      EXPECT_EQ(case_seed(cases[0]), case_seed(c)) << line;
+      EXPECT_EQ(r.schedules, std::vector<ScheduleKind>{kind}) << line;
+      EXPECT_TRUE(r.backward && !r.forward) << line;
+      EXPECT_EQ(r.repetitions, 7) << line;
+      EXPECT_EQ(r.determinism_runs, kind == ScheduleKind::kAtomic ? 10 : 3) << line;
+      EXPECT_TRUE(r.verify) << line;
+    }
+    const BenchOptions f = parse_options([&] {
+      std::vector<std::string> args = words(repro_command(o, c, Pass::kForward, ScheduleKind::kAuto));
+      return std::vector<std::string>(args.begin() + 1, args.end());
+    }());
+    EXPECT_TRUE(f.forward && !f.backward);
+  }
+}
+
+TEST(BenchRepro, DefaultsAreNotSpelledOut) {
+  const BenchOptions o = parse("");
+  const BenchCase c{ProblemShape{2, 4096, 4096, 32, 8, 128}, true};
+  EXPECT_EQ(repro_command(o, c, Pass::kBackward, ScheduleKind::kFA3),
+            "dash-bench --shape 2,4096,4096,32,8,128 --masks causal --passes bwd --schedules fa3 --dtype bf16");
+  EXPECT_EQ(repro_command(o, c, Pass::kForward, ScheduleKind::kFA3),
+            "dash-bench --shape 2,4096,4096,32,8,128 --masks causal --passes fwd --dtype bf16");
+}
+
+}  // namespace
+}  // namespace dash_attn::bench
