@@ -6,22 +6,12 @@
 #include <cmath>
 
 #include "bwd_params_sm90.hpp"
+#include "bwd_pipeline_state_sm90.hpp"
 #include "bwd_sync_sm90.hpp"
 #include "bwd_wgmma_sm90.hpp"
 #include "exp2_approx.hpp"
 
 namespace dash_attn::sm90::bwd {
-
-// Stage/phase of a ring of kStages mbarrier-guarded buffers; the producer and
-// the consumers advance identical copies.
-template <int kStages>
-struct PipelineState {
-  int stage = 0;
-  uint32_t phase = 0;
-  __device__ void advance() {
-    if (++stage == kStages) stage = 0, phase ^= 1;
-  }
-};
 
 template <class Traits>
 struct BwdMainloop {
@@ -83,13 +73,14 @@ struct BwdMainloop {
     cutlass::arch::ClusterBarrier::wait(&smem.kv_full, kv_phase);
 
     const int key_base = work.kv * kBlockN;
-    for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
-      const int q_tile = cursor.q_tile();
+    const int chain_length = tiles.chain_length(work.kv);
+    for (int step = 0; step < chain_length; ++step) {
       const int stage = pipe.stage;
 
       Tensor s_acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Tensor dp_acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       cutlass::arch::ClusterBarrier::wait(&smem.q_full[stage], pipe.phase);
+      const int q_tile = smem.q_tile[stage];
       wgmma_gemm<true>(mma_sdp, t_k, t_q(_, _, _, stage), s_acc);
       cutlass::arch::ClusterBarrier::wait(&smem.dout_full[stage], pipe.phase);
       wgmma_gemm<true>(mma_sdp, t_v, t_do(_, _, _, stage), dp_acc);
@@ -144,6 +135,8 @@ struct BwdMainloop {
       pipe.advance();
       ds_stage ^= 1;
     }
+    // K and V are no longer read: the producer may load the next chain's.
+    if (thread % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
   }
 
  private:

@@ -55,6 +55,11 @@ __device__ __forceinline__ void bulk_wait_all_read() { asm volatile("cp.async.bu
 // global memory: the condition for releasing a reduction counter.
 __device__ __forceinline__ void bulk_wait_all_complete() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
+// Every committed bulk operation but the most recent group has completed.
+__device__ __forceinline__ void bulk_wait_all_but_last_complete() {
+  asm volatile("cp.async.bulk.wait_group 1;" ::: "memory");
+}
+
 // Orders generic-proxy global accesses against async-proxy (bulk engine) ones.
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 
