@@ -1,0 +1,67 @@
+"""Timing as docs/benchmarks.md prescribes: warm-up calls first (module
+loads, cuDNN plan builds and torch.compile stay out of the numbers), then one
+CUDA event pair around each call, synchronized, so every sample is the device
+time of one call; median, min and max.
+
+Before each timed call the GPU is given a short spin (torch.cuda._sleep), so
+the host's Python, dispatch and autograd overhead of the call is spent while
+the GPU is still busy: the events then time the kernels, as they run inside a
+model where launches run ahead of the GPU, and as dash-bench's C++ loop (a
+few microseconds of host time) times them. A repetition where the GPU still ran
+dry before the call had been launched is counted in host_bound_reps.
+
+On a CPU device (a smoke run of the scripts' logic, not a measurement) a host
+clock replaces the events."""
+import statistics
+import time
+
+import torch
+
+
+def synchronize(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# About 1-2 ms at an H200's 1.5-2 GHz: longer than the host needs to launch
+# one attention call or its autograd backward.
+SPIN_CYCLES = 2_000_000
+
+
+def time_calls(fn, reps, warmup=3, device="cuda"):
+    """Returns {median_ms, min_ms, max_ms, warmup_s, host_bound_reps};
+    warmup_s is the wall time of the warm-up calls (for torch.compile:
+    mostly compilation)."""
+    began = time.perf_counter()
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    warmup_s = time.perf_counter() - began
+    samples, host_bound = [], 0
+    on_cuda = torch.device(device).type == "cuda"
+    for _ in range(reps):
+        if on_cuda:
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(SPIN_CYCLES)
+            start.record()
+            fn()
+            host_bound += bool(start.query())  # the spin ended before the call was launched
+            stop.record()
+            stop.synchronize()
+            samples.append(start.elapsed_time(stop))
+        else:
+            start = time.perf_counter()
+            fn()
+            samples.append(1e3 * (time.perf_counter() - start))
+    return dict(median_ms=statistics.median(samples), min_ms=min(samples), max_ms=max(samples), warmup_s=warmup_s,
+                host_bound_reps=host_bound if on_cuda else None)
+
+
+def bitwise_diff(a, b):
+    """(bitwise equal, max |a - b|) of two tensors. Bits are compared as
+    integers of the element's width, so NaN == NaN and -0 != +0, as a rerun
+    check should."""
+    integer = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    if torch.equal(a.view(integer), b.view(integer)):
+        return True, 0.0
+    return False, (a.double() - b.double()).abs().max().item()

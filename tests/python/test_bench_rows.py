@@ -1,0 +1,139 @@
+"""The benchmark scripts' pure logic (bench/peer_rows.py, e2e_rows.py,
+result_files.py) without torch or a GPU (CI). Every number here is synthetic,
+made up for the test: these are no results."""
+import csv
+import json
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+import e2e_rows  # noqa: E402
+import peer_rows  # noqa: E402
+import result_files  # noqa: E402
+
+
+def row(impl, deterministic, tflops, pass_="fwd", status="ok", bitwise=None, seqlen=1024, head_dim=128, mask="full"):
+    return {"impl": impl, "label": peer_rows.label(impl, deterministic), "deterministic": deterministic,
+            "pass": pass_, "tflops": tflops, "status": status, "bitwise": bitwise, "seqlen": seqlen,
+            "head_dim": head_dim, "mask": mask}
+
+
+def test_flops_follow_the_papers_convention():
+    full = peer_rows.attention_flops(2, 16, 1024, 1024, 128, False, "fwd")
+    assert full == 4 * 2 * 16 * 1024 * 1024 * 128
+    assert peer_rows.attention_flops(2, 16, 1024, 1024, 128, True, "fwd") == full / 2
+    assert peer_rows.attention_flops(2, 16, 1024, 1024, 128, False, "bwd") == 2.5 * full
+    assert peer_rows.tflops(2e12, 2.0) == pytest.approx(1000.0)
+
+
+def test_variants_parse_names_and_modes():
+    assert peer_rows.parse_variants("", ("dash_attn", "flex")) == [("dash_attn", True), ("dash_attn", False),
+                                                                   ("flex", False)]
+    assert peer_rows.parse_variants("sdpa_cudnn:nondet, sdpa_flash:det,sdpa_cudnn", ()) == [
+        ("sdpa_cudnn", False), ("sdpa_flash", True), ("sdpa_cudnn", True)]
+    with pytest.raises(ValueError, match="unknown implementation 'fa4'"):
+        peer_rows.parse_variants("fa4", ())
+    with pytest.raises(ValueError, match="'det' or 'nondet'"):
+        peer_rows.parse_variants("fa2:maybe", ())
+
+
+def test_labels_name_dash_modes_by_their_backward():
+    assert peer_rows.label("dash_attn", True) == "dash_attn det."
+    assert peer_rows.label("dash_attn", False) == "dash_attn atomic"
+    assert peer_rows.label("sdpa_cudnn", False) == "SDPA cuDNN"
+    assert peer_rows.label("sdpa_flash", True) == "SDPA flash det."
+
+
+def test_refusals_are_unsupported_with_the_reasons_sdpa_gives_in_warnings():
+    status = peer_rows.status_from_error("RuntimeError", "No available kernel. Aborting execution.",
+                                         ["cuDNN SDPA is not deterministic.", "cuDNN SDPA is not deterministic."])
+    assert status == "unsupported: No available kernel. Aborting execution. (cuDNN SDPA is not deterministic.)"
+    assert peer_rows.status_from_error("NotImplementedError", "no fp8\nmore").startswith("unsupported: no fp8")
+    assert peer_rows.status_from_error("RuntimeError", "CUDA error: an illegal memory access was encountered",
+                                       ["unrelated"]) == "error: CUDA error: an illegal memory access was encountered"
+    assert peer_rows.status_kind("unsupported: x: y") == "unsupported"
+    assert peer_rows.status_kind(None) == "ok"
+
+
+def test_ratio_to_best_peer_excludes_dash_and_failed_rows():
+    rows = [row("dash_attn", True, 90.0), row("dash_attn", False, 99.0), row("sdpa_cudnn", False, 60.0),
+            row("sdpa_flash", True, 30.0), row("fa3", False, 500.0, status="unsupported: no"),
+            row("sdpa_flash", True, 20.0, seqlen=2048)]
+    peer_rows.annotate_best_peer(rows)
+    dash_det, dash_atomic, cudnn, flash_det, fa3, other = rows
+    assert dash_det["best_peer"] == "SDPA cuDNN" and dash_det["ratio_to_best_peer"] == pytest.approx(1.5)
+    assert dash_atomic["ratio_to_best_peer"] == pytest.approx(99 / 60)
+    assert dash_det["best_det_peer"] == "SDPA flash det." and dash_det["ratio_to_best_det_peer"] == pytest.approx(3)
+    assert cudnn["ratio_to_best_peer"] == pytest.approx(1.0)
+    assert fa3["ratio_to_best_peer"] is None  # not measured: no ratio
+    assert other["best_peer"] == "SDPA flash det." and other["ratio_to_best_peer"] == pytest.approx(1.0)
+
+
+def test_best_deterministic_backward_peer_must_rerun_bitwise_equal():
+    rows = [row("dash_attn", True, 80.0, "bwd", bitwise=True), row("sdpa_efficient", True, 70.0, "bwd", bitwise=False),
+            row("sdpa_flash", True, 40.0, "bwd", bitwise=True)]
+    peer_rows.annotate_best_peer(rows)
+    assert rows[0]["best_peer"] == "SDPA efficient det."
+    assert rows[0]["best_det_peer"] == "SDPA flash det." and rows[0]["ratio_to_best_det_peer"] == pytest.approx(2.0)
+
+
+def test_rows_of_the_first_sdpa_script_read_like_new_ones():
+    old = {"device": "GPU", "torch": "x", "rows": [
+        {"impl": "sdpa_flash", "pass_": "bwd", "deterministic": True, "head_dim": 64, "mask": "full", "seqlen": 512,
+         "median_ms": 1.0, "tflops": 11.0},
+        {"impl": "sdpa_cudnn", "pass_": "-", "deterministic": True, "head_dim": 64, "mask": "full", "seqlen": 512,
+         "error": "No available kernel. Aborting execution."}]}
+    rows = peer_rows.load_peers(old)["rows"]
+    assert rows[0]["pass"] == "bwd" and rows[0]["status"] == "ok" and rows[0]["label"] == "SDPA flash det."
+    assert [r["pass"] for r in rows[1:]] == ["fwd", "bwd"]
+    assert all(r["status"].startswith("unsupported: No available kernel") for r in rows[1:])
+    assert peer_rows.series(rows, impl="sdpa_flash", **{"pass": "bwd"}) == [11.0, None, None, None, None, None]
+    assert peer_rows.variants_in(rows, "bwd") == [("sdpa_flash", True)]
+
+
+def test_standard_grid_rows_leave_chosen_shapes_out():
+    grid = {"seqlen": 1024, "head_dim": 128, "batch": 16, "heads_q": 16, "heads_kv": 16, "seqlen_q": 1024,
+            "seqlen_k": 1024}
+    others = [dict(grid, heads_kv=4), dict(grid, seqlen_k=2048), dict(grid, batch=1), dict(grid, heads_q=8, heads_kv=8)]
+    assert peer_rows.standard_grid_rows([grid] + others) == [grid]
+    old_format = {"seqlen": 512, "head_dim": 64}
+    assert peer_rows.standard_grid_rows([old_format]) == [old_format]
+
+
+def test_result_files_round_trip(tmp_path):
+    rows = [dict(impl="a", tflops=1.5, verified=None), dict(impl="b", extra="x")]
+    result_files.write_json(tmp_path / "r.json", {"device": "synthetic", "rows": rows})
+    assert json.loads((tmp_path / "r.json").read_text())["rows"] == rows
+    result_files.write_csv(tmp_path / "r.csv", rows, ("impl", "tflops", "verified"))
+    lines = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert list(lines[0]) == ["impl", "tflops", "verified", "extra"]
+    assert lines[0]["tflops"] == "1.5" and lines[0]["verified"] == "" and lines[1]["extra"] == "x"
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def e2e_row(impl, deterministic, step, attn, status="ok", seqlen=4096):
+    return {"impl": impl, "deterministic": deterministic, "batch": 1, "seqlen": seqlen, "status": status,
+            "step_median_ms": step, "attn_median_ms": attn, "label": peer_rows.label(impl, deterministic)}
+
+
+def test_e2e_ratios_and_attention_share():
+    rows = [e2e_row("dash_attn", True, 9.0, 3.0), e2e_row("dash_attn", False, 8.0, 2.0),
+            e2e_row("sdpa_default", False, 10.0, 4.0), e2e_row("sdpa_cudnn", True, None, None, status="unsupported: x"),
+            e2e_row("dash_attn", True, 30.0, 10.0, seqlen=8192)]
+    e2e_rows.annotate(rows)
+    det, atomic, sdpa, refused, alone = rows
+    assert det["attn_share"] == pytest.approx(1 / 3)
+    assert det["step_time_vs_sdpa"] == pytest.approx(0.9) and det["attn_time_vs_sdpa"] == pytest.approx(0.75)
+    assert det["step_time_vs_dash_atomic"] == pytest.approx(9 / 8)
+    assert sdpa["step_time_vs_sdpa"] == pytest.approx(1.0)
+    assert refused["step_time_vs_sdpa"] is None and refused["attn_share"] is None
+    assert alone["step_time_vs_sdpa"] is None  # no SDPA row at that seqlen
+
+
+def test_e2e_flops_count_matmuls_three_times_and_attention_three_and_a_half():
+    flops = e2e_rows.block_flops(matmul_params=1000, batch=2, seqlen=8, heads=4, head_dim=16, causal=True)
+    attention_fwd = 4 * 2 * 4 * 8 * 8 * 16 / 2
+    assert flops["attention"] == 3.5 * attention_fwd
+    assert flops["step"] == 3 * 2 * 2 * 8 * 1000 + 3.5 * attention_fwd
