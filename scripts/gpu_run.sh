@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one invocation, from an existing build
 # (made on any machine, e.g. one without a GPU): all GPU tests under a
-# watchdog, the benchmark table with verification and determinism checks, and
-# PyTorch SDPA peers and the Python package's tests when torch is importable,
+# watchdog, the benchmark table with verification and determinism checks, and,
+# when torch is importable, the Python package's tests, the peer benchmark
+# (bench/peers.py) and the end-to-end block benchmark (bench/e2e_block.py),
 # compute-sanitizer on the tests DASH_SANITIZE_FILTER selects. Logs and results go to $1.
 #   scripts/gpu_run.sh OUT_DIR [BUILD_DIR]   (BUILD_DIR: a build tree or a folder with
 #   the same layout holding tests/dash_gpu_tests, apps/dash-bench, src/libdash_attn_capi.so)
@@ -29,7 +30,7 @@ step() {  # step NAME SECONDS COMMAND...: a watchdog bounds every step
   date -u
 } | tee "$out/device.txt"
 # DASH_STEPS selects steps, so the work can be split over calls that each fit a time limit.
-steps=" ${DASH_STEPS:-tests sanitizer python bench peers} "
+steps=" ${DASH_STEPS:-tests sanitizer python bench peers e2e} "
 wanted() { [[ "$steps" == *" $1 "* ]]; }
 if wanted tests; then
   step gpu_tests "${DASH_TEST_LIMIT:-900}" "$build/tests/dash_gpu_tests" --gtest_filter="${DASH_TEST_FILTER:-*}"
@@ -47,7 +48,16 @@ if wanted python && python3 -c 'import torch' 2>/dev/null; then
   step python_tests "${DASH_PYTHON_LIMIT:-600}" env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so" \
     python3 -m pytest -q -rs "$here/tests/python"
 fi
+# Peers and the end-to-end block run dash_attn through its package, found as
+# the python_tests step finds it. DASH_PEERS_ARGS / DASH_E2E_ARGS pass more
+# options (e.g. --quick, --impls ...); the JSON is rewritten after every
+# shape, so a watchdog stop keeps what was measured.
 if wanted peers && python3 -c 'import torch' 2>/dev/null; then
-  step peers "${DASH_BENCH_LIMIT:-900}" python3 "$here/bench/sdpa_peers.py" --json "$out/peers.json"
+  step peers "${DASH_PEERS_LIMIT:-540}" env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so" \
+    python3 "$here/bench/peers.py" --json "$out/peers.json" --csv "$out/peers.csv" --commit "$commit" ${DASH_PEERS_ARGS:-}
+fi
+if wanted e2e && python3 -c 'import torch' 2>/dev/null; then
+  step e2e "${DASH_E2E_LIMIT:-240}" env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so" \
+    python3 "$here/bench/e2e_block.py" --json "$out/e2e.json" --commit "$commit" ${DASH_E2E_ARGS:-}
 fi
 exit $status
