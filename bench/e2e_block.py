@@ -123,8 +123,7 @@ def measure(name, impl, deterministic, block, tensors, args):
                                                         [str(w.message) for w in caught])
             if args.device != "cpu":
                 torch.cuda.empty_cache()
-        notes = list(dict.fromkeys(str(w.message).strip().splitlines()[0] for w in caught
-                                   if str(w.message).strip()))[:3]
+        notes = [n for n in dict.fromkeys(peer_rows.warning_line(w.message) for w in caught) if n][:3]
     row["notes"] = "; ".join(n[:200] for n in notes) or None
     _print_row(row)
     return row

@@ -2,6 +2,7 @@
 names and labels, statuses, and each row's ratio to the best peer of its
 shape and pass. bench/peers.py writes these rows; the table and plot
 generators read them; tests/python checks them on the CPU."""
+import re
 
 PASSES = ("fwd", "bwd")
 SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -71,6 +72,13 @@ def tflops(flops, milliseconds):
     return flops / (milliseconds * 1e9)
 
 
+def warning_line(text):
+    """A warning's first line without torch's '(Triggered internally at
+    file:line.)' suffix."""
+    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return re.sub(r"\s*\(Triggered internally at [^)]*\)\s*$", "", line)
+
+
 def status_from_error(error_type, message, warning_messages=()):
     """'unsupported: <reason>' when an implementation refuses the shape or the
     deterministic mode (SDPA's 'No available kernel' names its reasons only in
@@ -81,8 +89,10 @@ def status_from_error(error_type, message, warning_messages=()):
         "only supports", "nsupported", "not implemented"))
     reasons = []
     for text in warning_messages:
-        line = str(text).strip().splitlines()[0] if str(text).strip() else ""
-        if line and line not in reasons and line != first:
+        line = warning_line(text)
+        # SDPA also explains why every backend the caller switched off was not used.
+        noise = "runtime disabled" in line or line.endswith("not used because:")
+        if line and not noise and line not in reasons and line != first:
             reasons.append(line)
     detail = f"{first} ({'; '.join(reasons)})" if reasons and refused else first
     return f"{'unsupported' if refused else 'error'}: {detail[:400]}"

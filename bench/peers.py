@@ -135,8 +135,7 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
                     _print_row(row)
             if args.device != "cpu":
                 torch.cuda.empty_cache()
-        notes = list(dict.fromkeys(str(w.message).strip().splitlines()[0] for w in caught
-                                   if str(w.message).strip()))[:3]
+        notes = [n for n in dict.fromkeys(peer_rows.warning_line(w.message) for w in caught) if n][:3]
     for row in rows.values():
         row["notes"] = "; ".join(n[:200] for n in notes) or None
     return list(rows.values())

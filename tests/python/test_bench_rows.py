@@ -48,7 +48,10 @@ def test_labels_name_dash_modes_by_their_backward():
 
 def test_refusals_are_unsupported_with_the_reasons_sdpa_gives_in_warnings():
     status = peer_rows.status_from_error("RuntimeError", "No available kernel. Aborting execution.",
-                                         ["cuDNN SDPA is not deterministic.", "cuDNN SDPA is not deterministic."])
+                                         ["Flash attention kernel not used because:",
+                                          "Flash attention has been runtime disabled.",
+                                          "cuDNN SDPA is not deterministic. (Triggered internally at /x/s.cpp:1.)",
+                                          "cuDNN SDPA is not deterministic."])
     assert status == "unsupported: No available kernel. Aborting execution. (cuDNN SDPA is not deterministic.)"
     assert peer_rows.status_from_error("NotImplementedError", "no fp8\nmore").startswith("unsupported: no fp8")
     assert peer_rows.status_from_error("RuntimeError", "CUDA error: an illegal memory access was encountered",
