@@ -24,21 +24,12 @@ struct DqWriter {
 
   // Both stages start empty.
   __device__ void start() {
-    named_barrier_arrive(static_cast<uint32_t>(NamedBarrier::kDqEmpty0), kBarrierThreads);
-    named_barrier_arrive(static_cast<uint32_t>(NamedBarrier::kDqEmpty1), kBarrierThreads);
+    for (int stage = 0; stage < Traits::kDqStages; ++stage) release_stage(stage);
   }
 
-  // When the schedule's waits target earlier claims only, the release of a
-  // tile is deferred until the next tile's add is issued, so the wait for one
-  // add's completion overlaps the acquire of the next. Safe within a chain:
-  // the contribution the next acquire waits for belongs to an earlier claim,
-  // which never waits on this chain. Flushed at the end of the chain, since a
-  // later chain of this CTA may wait on one that waits on this release.
-  // Wave schedules wait on later claims in a ring: they release at once.
   __device__ void run_chain(const ChainWork& work) {
     const int64_t head_tiles =
         (static_cast<int64_t>(work.batch) * params.problem.heads_q + work.head_q) * work.tiles.q_tiles();
-    int* pending = nullptr;  // counter whose release waits for the previous add's completion
     for (auto cursor = params.schedule.chain(work.tiles, work.kv); cursor.valid(); cursor.advance()) {
       const int q_tile = cursor.q_tile();
       const int rank = cursor.rank();
@@ -55,26 +46,20 @@ struct DqWriter {
         bulk_wait_all_read();
       }
       __syncwarp();
-      named_barrier_arrive(static_cast<uint32_t>(NamedBarrier::kDqEmpty0) + dq_stage, kBarrierThreads);
+      release_stage(dq_stage);
       if (lane == 0 && counter != nullptr) {
-        if (params.waits_target_earlier_claims) {
-          if (pending != nullptr) release_after(pending, bulk_wait_all_but_last_complete);
-          pending = counter;
-        } else {
-          release_after(counter, bulk_wait_all_complete);
-        }
+        bulk_wait_all_complete();
+        fence_proxy_async_global();
+        release_increment(counter);
       }
       dq_stage ^= 1;
     }
-    if (lane == 0 && pending != nullptr) release_after(pending, bulk_wait_all_complete);
   }
 
-  // Publishes an add once the bulk engine has completed it in global memory.
-  template <class WaitFn>
-  __device__ static void release_after(int* counter, WaitFn wait_complete) {
-    wait_complete();
-    fence_proxy_async_global();
-    release_increment(counter);
+  // Hands a stage back to both MMA warpgroups.
+  __device__ static void release_stage(int stage) {
+    for (int warpgroup = 0; warpgroup < Traits::kMmaWarpgroups; ++warpgroup)
+      named_barrier_arrive(dq_empty_barrier(stage, warpgroup), kDqEmptyBarrierThreads);
   }
 
   // Unordered adds may still be in flight: complete them before the CTA exits.

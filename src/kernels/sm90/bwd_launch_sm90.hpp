@@ -48,7 +48,6 @@ void launch_backward_main_sm90(const BackwardArgs& a, const host::BackwardWorksp
   p.schedule = schedule::Schedule(c.kind);
   p.problem = c.problem;
   p.total_items = p.schedule.total_items(c.problem);
-  p.waits_target_earlier_claims = p.schedule.required_coresidency(c.problem) == 1;
   p.softmax_scale = c.softmax_scale;
   p.scale_log2 = c.softmax_scale * static_cast<float>(M_LOG2E);
   p.lse_log2 = reinterpret_cast<const float*>(at(w.lse_log2));

@@ -6,12 +6,22 @@
 #include <cmath>
 
 #include "bwd_params_sm90.hpp"
-#include "bwd_pipeline_state_sm90.hpp"
 #include "bwd_sync_sm90.hpp"
 #include "bwd_wgmma_sm90.hpp"
 #include "exp2_approx.hpp"
 
 namespace dash_attn::sm90::bwd {
+
+// Stage/phase of a ring of kStages mbarrier-guarded buffers; the producer and
+// the consumers advance identical copies.
+template <int kStages>
+struct PipelineState {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ void advance() {
+    if (++stage == kStages) stage = 0, phase ^= 1;
+  }
+};
 
 template <class Traits>
 struct BwdMainloop {
@@ -73,14 +83,13 @@ struct BwdMainloop {
     cutlass::arch::ClusterBarrier::wait(&smem.kv_full, kv_phase);
 
     const int key_base = work.kv * kBlockN;
-    const int chain_length = tiles.chain_length(work.kv);
-    for (int step = 0; step < chain_length; ++step) {
+    for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
+      const int q_tile = cursor.q_tile();
       const int stage = pipe.stage;
 
       Tensor s_acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Tensor dp_acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       cutlass::arch::ClusterBarrier::wait(&smem.q_full[stage], pipe.phase);
-      const int q_tile = smem.q_tile[stage];
       wgmma_gemm<true>(mma_sdp, t_k, t_q(_, _, _, stage), s_acc);
       cutlass::arch::ClusterBarrier::wait(&smem.dout_full[stage], pipe.phase);
       wgmma_gemm<true>(mma_sdp, t_v, t_do(_, _, _, stage), dp_acc);
@@ -135,17 +144,14 @@ struct BwdMainloop {
       pipe.advance();
       ds_stage ^= 1;
     }
-    // K and V are no longer read: the producer may load the next chain's.
-    if (thread % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
   }
 
  private:
   // Partial dQ -> shared memory stage, then signal the dQ writer.
   template <class FragDq, class CoordDq>
   __device__ void store_dq_tile(const FragDq& dq_acc, const CoordDq& coord_dq) {
-    const uint32_t empty = static_cast<uint32_t>(NamedBarrier::kDqEmpty0) + dq_stage;
     const uint32_t full = static_cast<uint32_t>(NamedBarrier::kDqFull0) + dq_stage;
-    named_barrier_sync(empty, kDqBarrierThreads);
+    named_barrier_sync(dq_empty_barrier(dq_stage, thread / 128), kDqEmptyBarrierThreads);
     float* tile = smem.dq[dq_stage];
     CUTE_UNROLL
     for (int i = 0; i < size(dq_acc); i += 2) {

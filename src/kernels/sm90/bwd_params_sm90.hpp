@@ -32,9 +32,6 @@ struct BwdParams {
   schedule::Schedule schedule{ScheduleKind::kAtomic};
   schedule::TileProblem problem;
   int total_items = 0;
-  // Every reduction wait targets an earlier claim (not so for waves): the
-  // producer may claim ahead and the dQ writer may release one tile late.
-  bool waits_target_earlier_claims = true;
   float scale_log2 = 0.f;      // softmax_scale * log2(e): P = exp2(S * scale_log2 - lse_log2)
   float softmax_scale = 0.f;   // applied to dK here, to dQ in the postprocess
 

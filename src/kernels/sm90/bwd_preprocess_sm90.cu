@@ -17,7 +17,6 @@ namespace dash_attn::sm90 {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
 constexpr int kVectorElems = 8;  // 16-byte loads of bf16/fp16
 
 struct PreprocessParams {
@@ -35,7 +34,7 @@ struct PreprocessParams {
 };
 
 template <class Element>
-__device__ float dot_row_chunk(const Element* a, const Element* b) {
+__device__ float dot_chunk(const Element* a, const Element* b) {
   float sum = 0.0f;
   const uint4 va = *reinterpret_cast<const uint4*>(a);
   const uint4 vb = *reinterpret_cast<const uint4*>(b);
@@ -46,26 +45,36 @@ __device__ float dot_row_chunk(const Element* a, const Element* b) {
   return sum;
 }
 
+// Each row is read by head_dim / 8 consecutive lanes (8 to 32, a power of two),
+// one 16-byte chunk of O and of dO each, so every lane loads and a CTA keeps
+// kThreads / (head_dim / 8) rows in flight per pass; the unrolled passes
+// issue their loads before the first shuffle reduction waits on them.
 template <class Element>
 __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessParams p) {
   const int tile = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t bh = static_cast<int64_t>(batch) * p.heads_q + head;
   const int64_t padded_rows = static_cast<int64_t>(p.q_tiles) * p.block_m;
-  const int chunks = p.head_dim / kVectorElems;
-  for (int local = warp; local < p.block_m; local += kWarps) {
+  const int lanes_per_row = p.head_dim / kVectorElems;
+  const int chunk = threadIdx.x % lanes_per_row;
+  const int rows_per_pass = kThreads / lanes_per_row;
+#pragma unroll 4
+  for (int local = threadIdx.x / lanes_per_row; local < p.block_m; local += rows_per_pass) {
     const int row = tile * p.block_m + local;
     float d = 0.0f;
     float lse_log2 = INFINITY;
     if (row < p.seqlen_q) {
-      const auto* o = static_cast<const Element*>(p.out) + batch * p.out_strides[0] + row * p.out_strides[1] + head * p.out_strides[2];
-      const auto* dout = static_cast<const Element*>(p.dout) + batch * p.dout_strides[0] + row * p.dout_strides[1] + head * p.dout_strides[2];
-      for (int c = lane; c < chunks; c += 32) d += dot_row_chunk(o + c * kVectorElems, dout + c * kVectorElems);
-      for (int offset = 16; offset > 0; offset /= 2) d += __shfl_xor_sync(0xffffffffu, d, offset);
+      const auto* o = static_cast<const Element*>(p.out) + batch * p.out_strides[0] + row * p.out_strides[1] +
+                      head * p.out_strides[2];
+      const auto* dout = static_cast<const Element*>(p.dout) + batch * p.dout_strides[0] +
+                         row * p.dout_strides[1] + head * p.dout_strides[2];
+      d = dot_chunk(o + chunk * kVectorElems, dout + chunk * kVectorElems);
       const float lse = p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride + row];
       if (lse != -INFINITY) lse_log2 = lse * static_cast<float>(M_LOG2E);
     }
-    if (lane == 0) {
+    // The row's lanes are an aligned group of the warp: xor offsets below the
+    // group size stay inside it (rows past seqlen_q contribute 0 in step).
+    for (int offset = lanes_per_row / 2; offset > 0; offset /= 2) d += __shfl_xor_sync(0xffffffffu, d, offset);
+    if (chunk == 0) {
       p.dpsum[bh * padded_rows + row] = d;
       p.lse_log2[bh * padded_rows + row] = lse_log2;
     }

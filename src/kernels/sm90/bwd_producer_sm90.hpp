@@ -1,7 +1,6 @@
-// The producer warp: TMA loads of K and V once per chain (single-buffered,
-// reloaded once the MMA warpgroups release them), and of Q (+ its LSE row
-// stats) and dO (+ D) per Q tile through the mbarrier pipelines, in the
-// chain's Q-tile order. One lane issues everything.
+// The producer warp: TMA loads of K and V once per chain, and of Q (+ its
+// LSE row stats) and dO (+ D) per Q tile through the mbarrier pipelines, in
+// the chain's Q-tile order. One lane issues everything.
 #pragma once
 
 #include "bwd_mainloop_sm90.hpp"
@@ -17,7 +16,6 @@ struct BwdProducer {
   const BwdParams<Traits>& params;
   typename Traits::SharedStorage& smem;
   PipelineState<Traits::kStages> pipe;
-  uint32_t kv_phase = 0;
 
   __device__ void run_chain(const ChainWork& work) {
     const schedule::TileProblem& p = params.problem;
@@ -42,9 +40,6 @@ struct BwdProducer {
     auto [tma_g_v, tma_s_v] = tma_partition(params.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_v), group_modes<0, 2>(g_v));
 
     using Barrier = cutlass::arch::ClusterTransactionBarrier;
-    // The MMA warpgroups finished reading the previous chain's K and V.
-    cutlass::arch::ClusterBarrier::wait(&smem.kv_empty, kv_phase ^ 1);
-    kv_phase ^= 1;
     Barrier::arrive_and_expect_tx(&smem.kv_full, 2 * Traits::kKBytes);
     copy(params.tma_k.with(smem.kv_full), tma_g_k, tma_s_k);
     copy(params.tma_v.with(smem.kv_full), tma_g_v, tma_s_v);
@@ -56,8 +51,6 @@ struct BwdProducer {
       const int stage = pipe.stage;
       const int64_t first_row = row_stats + static_cast<int64_t>(q_tile) * kBlockM;
       cutlass::arch::ClusterBarrier::wait(&smem.q_empty[stage], pipe.phase ^ 1);
-      // Published by the arrive below (mbarrier arrive releases, the consumers' wait acquires).
-      smem.q_tile[stage] = q_tile;
       Barrier::arrive_and_expect_tx(&smem.q_full[stage], Traits::kQBytes + Traits::kRowStatBytes);
       copy(params.tma_q.with(smem.q_full[stage]), tma_g_q(_, q_tile), tma_s_q(_, stage));
       bulk_copy_g2s(smem.lse_log2[stage], params.lse_log2 + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);

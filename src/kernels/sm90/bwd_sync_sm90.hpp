@@ -15,10 +15,17 @@ enum class NamedBarrier : uint32_t {
   kDsReady = 1,     // both MMA warpgroups wrote their dS columns to shared memory
   kDqFull0 = 2,     // MMA warpgroups -> dQ writer: partial dQ tile in stage 0 ready
   kDqFull1 = 3,
-  kDqEmpty0 = 4,    // dQ writer -> MMA warpgroups: stage 0 read by the bulk engine
-  kDqEmpty1 = 5,
+  kDqEmpty = 7,     // dQ writer -> one MMA warpgroup: a stage read by the bulk engine;
+                    // 7 + 2 * stage + warpgroup, one per warpgroup so neither waits for the other
   kEpilogue = 6,    // MMA warpgroups only: ordered dK/dV accumulation
 };
+
+// The dQ stage's "read by the bulk engine" barrier of one MMA warpgroup:
+// that warpgroup (128 threads) and the dQ writer warp (32) meet there.
+__device__ __forceinline__ constexpr uint32_t dq_empty_barrier(int stage, int warpgroup) {
+  return static_cast<uint32_t>(NamedBarrier::kDqEmpty) + 2 * stage + warpgroup;
+}
+constexpr uint32_t kDqEmptyBarrierThreads = 128 + 32;
 
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -54,11 +61,6 @@ __device__ __forceinline__ void bulk_wait_all_read() { asm volatile("cp.async.bu
 // Every committed bulk operation has completed, its writes performed in
 // global memory: the condition for releasing a reduction counter.
 __device__ __forceinline__ void bulk_wait_all_complete() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-
-// Every committed bulk operation but the most recent group has completed.
-__device__ __forceinline__ void bulk_wait_all_but_last_complete() {
-  asm volatile("cp.async.bulk.wait_group 1;" ::: "memory");
-}
 
 // Orders generic-proxy global accesses against async-proxy (bulk engine) ones.
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }

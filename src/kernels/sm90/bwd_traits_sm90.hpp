@@ -102,19 +102,12 @@ struct BwdTraits {
     alignas(128) float dq[kDqStages][kDqTileFloats];
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dpsum[kStages][kBlockM];
-    // The Q tile each stage holds, written by the producer before it arms
-    // q_full: the MMA warpgroups read the chain's order instead of
-    // recomputing the schedule on every step.
-    int q_tile[kStages];
     alignas(8) uint64_t q_full[kStages];
     uint64_t q_empty[kStages];
     uint64_t dout_full[kStages];
     uint64_t dout_empty[kStages];
     uint64_t kv_full;
-    uint64_t kv_empty;
-    uint64_t work_full[2];   // WorkRing: claimed work indices, producer -> other roles
-    uint64_t work_empty[2];
-    int work[2];
+    int work;
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared storage exceeds the 227 KB per block of sm90");
