@@ -44,8 +44,7 @@ void backward(const BackwardArgs& args, const Options& options, cudaStream_t str
                     " are allowed (options.max_ctas = " + std::to_string(options.max_ctas) + ", device holds " +
                     std::to_string(capacity) + "); raise max_ctas or choose 'fa3' or 'descending', which run on any grid");
   config.cooperative = need > 1;
-  const int items = chosen.total_items(config.problem);
-  config.grid = std::max(1, std::min(items, cap));
+  config.grid = chosen.launch_grid(config.problem, cap);
   sm90::launch_backward_preprocess(args, workspace, stream);
   sm90::launch_backward_main(args, workspace, config, stream);
   sm90::launch_backward_postprocess(args, workspace, config.softmax_scale, stream);

@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "dash_attn/schedule/resolve.hpp"
+#include "dash_attn/schedule/schedule.hpp"
 #include "dash_attn/schedule/waves.hpp"
 #include "schedule_test_problems.hpp"
 #include "schedule_trace.hpp"
@@ -115,6 +117,28 @@ TEST(ScheduleInvariance, AddOrderAndBitsIndependentOfWorkerCount) {
       for (const auto& tile : reference)
         for (std::size_t r = 0; r < tile.size(); ++r)
           ASSERT_EQ(trace.chains[tile[r].first].steps[tile[r].second].rank, static_cast<int>(r));
+    }
+  }
+}
+
+TEST(ScheduleLaunchGrid, WholeWavesPerRoundAndNeverBelowTheCoResidency) {
+  for (const OwnedProblem& owned : random_problems(9, 120, 1500)) {
+    const schedule::TileProblem p = owned.get();
+    for (ScheduleKind kind : kAllKinds) {
+      const schedule::Schedule s(schedule::resolve_schedule(kind, p));
+      const int need = s.required_coresidency(p);
+      const int items = s.total_items(p);
+      for (int cap : {need, need + 1, 2 * need + 5, 132}) {
+        if (cap < need) continue;
+        const int grid = s.launch_grid(p, cap);
+        EXPECT_GE(grid, 1);
+        EXPECT_LE(grid, std::max(1, std::min(items, cap))) << owned.describe();
+        if (need > 1 && items > need) {
+          EXPECT_EQ(grid % need, 0) << owned.describe() << " cap " << cap;
+          EXPECT_GE(grid, need) << owned.describe() << " cap " << cap;
+        }
+        if (need == 1) EXPECT_EQ(grid, std::max(1, std::min(items, cap)));
+      }
     }
   }
 }

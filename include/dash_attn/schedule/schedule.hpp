@@ -126,6 +126,19 @@ class Schedule {
     return ordered() ? head_q % p.group_size() : kUnordered;
   }
 
+  // CTAs to launch when at most `cap` may be resident: one per item up to the
+  // cap; for wave schedules a multiple of the wave size, so that claims in
+  // claim order hand out whole waves per round and the members of a wave,
+  // which wait on each other, start together instead of one straggling
+  // member holding its wave back for a whole chain.
+  DASH_HOST_DEVICE int launch_grid(const TileProblem& p, int cap) const {
+    const int items = total_items(p);
+    const int grid = items < cap ? items : cap;
+    const int wave = required_coresidency(p);
+    if (wave <= 1 || grid <= wave) return grid > 1 ? grid : 1;
+    return grid / wave * wave;
+  }
+
   // Resident CTAs the kernel must guarantee for the schedule to be live:
   // 1 when waits target only earlier-claimed items, the largest wave otherwise.
   DASH_HOST_DEVICE int required_coresidency(const TileProblem& p) const {

@@ -33,13 +33,14 @@ struct DqWriter {
     for (auto cursor = params.schedule.chain(work.tiles, work.kv); cursor.valid(); cursor.advance()) {
       const int q_tile = cursor.q_tile();
       const int rank = cursor.rank();
-      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDqFull0) + dq_stage, kBarrierThreads);
       int* counter = rank != schedule::kUnordered ? params.dq_counters + head_tiles + q_tile : nullptr;
+      // Acquire before the tile is ready: the wait for the previous rank then
+      // overlaps the MMA warpgroups' work on this tile instead of following it.
+      if (lane == 0 && counter != nullptr) wait_for_rank(counter, rank);
+      __syncwarp();
+      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDqFull0) + dq_stage, kBarrierThreads);
       if (lane == 0) {
-        if (counter != nullptr) {
-          wait_for_rank(counter, rank);
-          fence_proxy_async_global();
-        }
+        if (counter != nullptr) fence_proxy_async_global();
         bulk_reduce_add_f32(params.dq_accum + (head_tiles + q_tile) * Traits::kDqTileFloats, smem.dq[dq_stage],
                             kTileBytes);
         bulk_commit_group();
