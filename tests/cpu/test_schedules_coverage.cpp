@@ -81,6 +81,8 @@ TEST(ScheduleResolve, MasksAndAuto) {
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kShift, p), ScheduleKind::kSymmetricShift);
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 128 KV tiles
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kFA3, p), ScheduleKind::kFA3);
+  p.block_m = 128;  // hdim 64's square tiles: fa3 stays ahead on long causal heads
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);
 }
 
 }  // namespace

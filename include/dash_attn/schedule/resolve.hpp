@@ -9,20 +9,22 @@
 
 namespace dash_attn::schedule {
 
-// Causal heads with at most this many KV tiles run fa3 under auto (see below).
+// Causal heads with more KV tiles than this may run descending under auto (see below).
 inline constexpr int kAutoFa3MaxKvTiles = 64;
 
 // - shift on a causal mask runs symmetric_shift (DASH's causal form of the
 //   shift), symmetric_shift on a full mask runs shift (pairing equal chains
 //   balances nothing);
 // - auto follows what our kernel measured on the H200 (docs/results.md,
-//   2026-11-29, bf16 hdim 64/128, seqlen 512-16k), until the model is
-//   calibrated: full -> fa3 (fastest deterministic order, or within 1% of
-//   descending, at every length; shift lost 5-40%); causal -> fa3 up to 64 KV
-//   tiles per head (8k at kBlockN 128: fa3 ahead by up to 20% at 1k-8k, tied
-//   at hdim 128 8k), descending beyond (16k: 3-7% ahead). A varlen causal
-//   batch gets descending whatever its lengths: choosing by length would let
-//   other sequences of the batch change a sequence's bits.
+//   2026-12-01, bf16 hdim 64/128, seqlen 512-16k), until the model is
+//   calibrated: full -> fa3 (within 5% of descending everywhere, ahead by 6%
+//   at hdim 64 16k; shift loses 25-45%); causal -> fa3, except on heads of
+//   more than 64 KV tiles whose Q tiles are shorter than the KV tiles
+//   (hdim 128's 64 x 128 tiles at 16k: descending 436-474 TFLOPS against fa3's
+//   400-409; with hdim 64's square 128 x 128 tiles fa3 stays ahead, 433-440
+//   against 340-343). A varlen causal batch gets descending whatever its
+//   lengths: choosing by length would let other sequences of the batch change
+//   a sequence's bits.
 DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const TileProblem& p) {
   switch (kind) {
     case ScheduleKind::kShift:
@@ -31,8 +33,9 @@ DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const T
     case ScheduleKind::kAuto:
       if (!p.causal) return ScheduleKind::kFA3;
       if (p.is_varlen()) return ScheduleKind::kDescending;
-      return (p.seqlen_k + p.block_n - 1) / p.block_n <= kAutoFa3MaxKvTiles ? ScheduleKind::kFA3
-                                                                              : ScheduleKind::kDescending;
+      return (p.seqlen_k + p.block_n - 1) / p.block_n > kAutoFa3MaxKvTiles && p.block_m < p.block_n
+                 ? ScheduleKind::kDescending
+                 : ScheduleKind::kFA3;
     default:
       return kind;
   }
