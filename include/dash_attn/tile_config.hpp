@@ -26,12 +26,6 @@ DASH_HOST_DEVICE constexpr TileShape backward_tile(int head_dim) {
   return head_dim <= 64 ? TileShape{128, 128} : head_dim <= 128 ? TileShape{64, 128} : TileShape{64, 64};
 }
 
-// The ordered (deterministic) add of one dQ tile goes in this many contiguous
-// chunks, each with its own counter: the next contributor starts adding chunk c
-// as soon as chunk c has completed, while the later chunks are still in flight.
-// A hand-off then waits for a fraction of the tile's transfer instead of all of it.
-inline constexpr int kBackwardDqChunks = 2;
-
 // Forward tiles: 128 query rows per consumer warpgroup pair keeps the
 // wgmma M dimension full; block_n shrinks with head_dim so K and V stages fit
 // in shared memory.

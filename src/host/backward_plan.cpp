@@ -31,8 +31,7 @@ BackwardWorkspace plan_backward_workspace(const ProblemShape& s, const Options& 
   w.dq_accum = take(cursor, q_rows * s.head_dim * sizeof(float));
   w.lse_log2 = take(cursor, q_rows * sizeof(float));
   w.dpsum = take(cursor, q_rows * sizeof(float));
-  if (ordered)
-    w.dq_counters = take(cursor, static_cast<std::size_t>(s.batch * s.heads_q) * w.q_tiles * kBackwardDqChunks * sizeof(int32_t));
+  if (ordered) w.dq_counters = take(cursor, static_cast<std::size_t>(s.batch * s.heads_q) * w.q_tiles * sizeof(int32_t));
   if (grouped) {
     w.dk_accum = take(cursor, kv_rows * s.head_dim * sizeof(float));
     w.dv_accum = take(cursor, kv_rows * s.head_dim * sizeof(float));

@@ -22,7 +22,7 @@ struct BackwardWorkspace {
   WorkspaceSlice dq_accum;     // fp32 (batch, heads_q, q_tiles * block_m, head_dim)
   WorkspaceSlice lse_log2;     // fp32 (batch, heads_q, q_tiles * block_m)
   WorkspaceSlice dpsum;        // fp32 (batch, heads_q, q_tiles * block_m): D = rowsum(dO * O)
-  WorkspaceSlice dq_counters;  // int32 per dQ tile chunk (kBackwardDqChunks; deterministic schedules only)
+  WorkspaceSlice dq_counters;  // int32 per dQ tile (deterministic schedules only)
   WorkspaceSlice dk_accum;     // fp32 (batch, heads_kv, kv_tiles * block_n, head_dim), GQA/MQA only
   WorkspaceSlice dv_accum;     // same as dk_accum
   WorkspaceSlice dkv_counters; // int32 per KV tile, one for dK and one for dV (GQA/MQA, deterministic)

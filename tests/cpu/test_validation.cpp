@@ -200,7 +200,7 @@ TEST(WorkspacePlan, SizesEverySliceAndAlignsIt) {
   EXPECT_EQ(w.q_tiles, 2);
   EXPECT_EQ(w.kv_tiles, 2);
   EXPECT_EQ(w.dq_accum.bytes, 2u * 8 * 128 * 128 * sizeof(float));
-  EXPECT_EQ(w.dq_counters.bytes, 2u * 8 * 2 * kBackwardDqChunks * sizeof(int32_t));
+  EXPECT_EQ(w.dq_counters.bytes, 2u * 8 * 2 * sizeof(int32_t));
   EXPECT_GT(w.dk_accum.bytes, 0u);  // GQA accumulates dK/dV in fp32
   for (const host::WorkspaceSlice* slice : {&w.dq_accum, &w.lse_log2, &w.dpsum, &w.dq_counters, &w.dk_accum,
                                             &w.dv_accum, &w.dkv_counters}) {

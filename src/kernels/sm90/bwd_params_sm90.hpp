@@ -39,7 +39,7 @@ struct BwdParams {
   const float* lse_log2 = nullptr;
   const float* dpsum = nullptr;
   float* dq_accum = nullptr;     // one contiguous kBlockM x d tile per (batch, head, q tile), see dq_offset()
-  int* dq_counters = nullptr;    // per (batch, head, q tile, chunk): kBackwardDqChunks per tile
+  int* dq_counters = nullptr;    // per (batch, head, q tile)
   // GQA/MQA: fp32 (batch, heads_kv, kv_tiles * kBlockN, d) row-major, and
   // counters per (batch, kv-head, kv tile); null for MHA.
   float* dk_accum = nullptr;

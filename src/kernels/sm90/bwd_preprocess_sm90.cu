@@ -29,7 +29,7 @@ struct PreprocessParams {
   float* lse_log2;
   float* dpsum;
   float* dq_accum;
-  int32_t* dq_counters;  // kBackwardDqChunks per tile; null for the atomic schedule
+  int32_t* dq_counters;  // null for the atomic schedule
   int seqlen_q, heads_q, head_dim, block_m, q_tiles;
 };
 
@@ -82,8 +82,7 @@ __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessPara
   float4* accum = reinterpret_cast<float4*>(p.dq_accum + (bh * padded_rows + static_cast<int64_t>(tile) * p.block_m) * p.head_dim);
   const int accum_vectors = p.block_m * p.head_dim / 4;
   for (int i = threadIdx.x; i < accum_vectors; i += kThreads) accum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (p.dq_counters != nullptr && threadIdx.x < kBackwardDqChunks)
-    p.dq_counters[(bh * p.q_tiles + tile) * kBackwardDqChunks + threadIdx.x] = 0;
+  if (p.dq_counters != nullptr && threadIdx.x == 0) p.dq_counters[bh * p.q_tiles + tile] = 0;
 }
 
 }  // namespace
@@ -118,7 +117,7 @@ void launch_backward_preprocess(const BackwardArgs& a, const host::BackwardWorks
     chunk.lse_log2 = p.lse_log2 + rows_before;
     chunk.dpsum = p.dpsum + rows_before;
     chunk.dq_accum = p.dq_accum + rows_before * a.shape.head_dim;
-    if (chunk.dq_counters) chunk.dq_counters = p.dq_counters + first * a.shape.heads_q * w.q_tiles * kBackwardDqChunks;
+    if (chunk.dq_counters) chunk.dq_counters = p.dq_counters + first * a.shape.heads_q * w.q_tiles;
     const dim3 grid(w.q_tiles, p.heads_q, static_cast<unsigned>(std::min(kMaxGridZ, a.shape.batch - first)));
     if (a.dtype == DType::kBF16)
       bwd_preprocess_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(chunk);

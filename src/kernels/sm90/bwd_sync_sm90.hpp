@@ -58,14 +58,9 @@ __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bul
 // The source shared memory of every committed bulk operation may be reused.
 __device__ __forceinline__ void bulk_wait_all_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 
-// Every committed bulk operation but the kPending most recent groups has
-// completed, its writes performed in global memory: the condition for
-// releasing a reduction counter. Groups complete in commit order.
-template <int kPending>
-__device__ __forceinline__ void bulk_wait_complete() {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
-}
-__device__ __forceinline__ void bulk_wait_all_complete() { bulk_wait_complete<0>(); }
+// Every committed bulk operation has completed, its writes performed in
+// global memory: the condition for releasing a reduction counter.
+__device__ __forceinline__ void bulk_wait_all_complete() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 // Orders generic-proxy global accesses against async-proxy (bulk engine) ones.
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
