@@ -200,6 +200,21 @@ def make(name):
     return makers[name]()
 
 
+def available(variants):
+    """The implementations named in (name, deterministic) variants that can run
+    here, the reasons of those that cannot (printed), and the variants left."""
+    implementations, skipped = {}, {}
+    for name in dict.fromkeys(n for n, _ in variants):
+        impl = make(name)
+        reason = impl.unavailable()
+        if reason:
+            skipped[name] = reason
+            print(f"skipped {name}: {reason}", flush=True)
+        else:
+            implementations[name] = impl
+    return implementations, skipped, [(n, d) for n, d in variants if n in implementations]
+
+
 def sdpa_default_choice(q, k, v, causal):
     """The backend SDPA picks by itself for these inputs (private API; None
     where it is missing)."""

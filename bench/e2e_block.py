@@ -32,8 +32,8 @@ import e2e_rows  # noqa: E402
 import peer_rows  # noqa: E402
 from cuda_timing import bitwise_diff, time_calls  # noqa: E402
 from llama_block import BlockConfig, LlamaBlock, rope_tables  # noqa: E402
-from result_files import write_csv, write_json  # noqa: E402
-from run_environment import environment  # noqa: E402
+from result_files import add_output_arguments, save  # noqa: E402
+from run_environment import describe, environment  # noqa: E402
 
 
 def parse_args(argv):
@@ -49,11 +49,7 @@ def parse_args(argv):
                         f"bench/peers.py; default: {','.join(e2e_rows.E2E_DEFAULT)})")
     for field in ("hidden", "heads", "kv_heads", "head_dim", "intermediate"):
         parser.add_argument("--" + field.replace("_", "-"), type=int, default=getattr(defaults, field))
-    parser.add_argument("--json", help="write the rows and the environment here")
-    parser.add_argument("--csv", help="write the rows here")
-    parser.add_argument("--commit", help="the commit measured (default: git rev-parse of this checkout)")
-    parser.add_argument("--device", default="cuda",
-                        help="cuda, or cpu for a smoke run of this script (its times mean nothing)")
+    add_output_arguments(parser)
     args = parser.parse_args(argv)
     try:
         args.variants = peer_rows.parse_variants(args.impls, e2e_rows.E2E_DEFAULT)
@@ -156,16 +152,7 @@ def measure_seqlen(seqlen, block, implementations, args):
 
 def main(argv=None):
     args = parse_args(argv)
-    implementations, skipped = {}, {}
-    for name in dict.fromkeys(n for n, _ in args.variants):
-        impl = attention_impls.make(name)
-        reason = impl.unavailable()
-        if reason:
-            skipped[name] = reason
-            print(f"skipped {name}: {reason}", flush=True)
-        else:
-            implementations[name] = impl
-    args.variants = [(n, d) for n, d in args.variants if n in implementations]
+    implementations, skipped, args.variants = attention_impls.available(args.variants)
     torch.manual_seed(0)
     with torch.device(args.device):  # initialized where it runs: 218M weights at the default shapes
         block = LlamaBlock(args.config).to(dtype=torch.bfloat16)
@@ -176,8 +163,7 @@ def main(argv=None):
                     method="CUDA events per step after warm-up and a GPU spin; median/min/max; step = block forward + "
                            "autograd.grad of the input and every weight; attention = its forward + "
                            "autograd.grad on fresh normal q, k, v of the block's shapes")
-    print(f"{document['device']}, torch {document['torch']}, CUDA {document['cuda']}, cuDNN {document['cudnn']}, "
-          f"commit {document['commit']}; block {document['block']}", flush=True)
+    print(f"{describe(document)}; block {document['block']}", flush=True)
     print(f"{'implementation':22} {'seqlen':>6} {'step ms (min-max)':>25} {'attn ms':>7} {'bitwise':>7} "
           f"{'attn bw':>7} {'out diff':>9}", flush=True)
     began = time.perf_counter()
@@ -186,20 +172,13 @@ def main(argv=None):
         _print_ratios(rows)
         document["rows"] += rows
         document["elapsed_s"] = round(time.perf_counter() - began, 1)
-        if args.json:
-            write_json(args.json, document)
-        if args.csv:
-            write_csv(args.csv, document["rows"], e2e_rows.E2E_FIELDS)
+        save(document, args.json, args.csv, e2e_rows.E2E_FIELDS)
     print(f"done in {time.perf_counter() - began:.0f} s", flush=True)
     # dash_attn's deterministic attention must be bitwise reproducible and run.
     bad = [r for r in document["rows"] if (r["impl"], r["deterministic"]) == (peer_rows.DASH, True)
            and (not e2e_rows.is_step_ok(r) or not r.get("attn_bitwise"))]
-    for row in bad:
-        print(f"!! {row['label']} seqlen {row['seqlen']}: status {row['status']}, "
-              f"attention bitwise {row.get('attn_bitwise')}", flush=True)
-    if peer_rows.DASH in skipped:
-        print(f"!! dash_attn was not measured: {skipped[peer_rows.DASH]}", flush=True)
-    return 1 if bad or peer_rows.DASH in skipped else 0
+    return peer_rows.exit_status([f"{row['label']} seqlen {row['seqlen']}: status {row['status']}, "
+                                  f"attention bitwise {row.get('attn_bitwise')}" for row in bad], skipped)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,16 @@ ROW_FIELDS = ("impl", "label", "pass", "deterministic", "schedule", "head_dim", 
               "best_det_peer", "ratio_to_best_det_peer", "warmup_s", "host_bound_reps", "notes")
 
 
+def exit_status(failures, skipped):
+    """Prints what fails a run (messages about dash_attn rows, dash_attn not
+    measured at all) and returns the process exit status."""
+    for message in failures:
+        print(f"!! {message}", flush=True)
+    if DASH in skipped:
+        print(f"!! dash_attn was not measured: {skipped[DASH]}", flush=True)
+    return 1 if failures or DASH in skipped else 0
+
+
 def label(impl, deterministic):
     """A readable name for one (implementation, mode): dash_attn's
     non-deterministic mode is its atomic-dQ backward."""

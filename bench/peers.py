@@ -23,8 +23,8 @@ import attention_impls
 import peer_rows
 from cuda_timing import bitwise_diff, time_calls
 from reference_check import ReferenceSlice
-from result_files import write_csv, write_json
-from run_environment import environment
+from result_files import add_output_arguments, save
+from run_environment import describe, environment
 
 
 def parse_args(argv):
@@ -44,11 +44,7 @@ def parse_args(argv):
     parser.add_argument("--flex-dynamic", action="store_true",
                         help="compile FlexAttention for dynamic shapes (fewer compilations, kernels not specialized "
                              "per shape; default: one static compilation per shape)")
-    parser.add_argument("--json", help="write the rows and the environment here")
-    parser.add_argument("--csv", help="write the rows here")
-    parser.add_argument("--commit", help="the commit measured (default: git rev-parse of this checkout)")
-    parser.add_argument("--device", default="cuda",
-                        help="cuda, or cpu for a smoke run of this script (its times mean nothing)")
+    add_output_arguments(parser)
     args = parser.parse_args(argv)
     args.hdims = args.hdims or ([128] if args.quick else [64, 128])
     args.seqlens = args.seqlens or ([1024, 4096] if args.quick else list(peer_rows.SEQLENS))
@@ -172,16 +168,7 @@ def measure_shape(head_dim, causal, seqlen, implementations, args):
 def main(argv=None):
     args = parse_args(argv)
     attention_impls.Flex.dynamic = args.flex_dynamic
-    implementations, skipped = {}, {}
-    for name in dict.fromkeys(n for n, _ in args.variants):
-        impl = attention_impls.make(name)
-        reason = impl.unavailable()
-        if reason:
-            skipped[name] = reason
-            print(f"skipped {name}: {reason}", flush=True)
-        else:
-            implementations[name] = impl
-    args.variants = [(n, d) for n, d in args.variants if n in implementations]
+    implementations, skipped, args.variants = attention_impls.available(args.variants)
     document = environment(args.device, args.commit)
     document.update(dtype="bf16", total_tokens=args.total_tokens, hidden=args.hidden, repetitions=args.reps,
                     warmup=args.warmup, fill_uninitialized_memory=False, flex_dynamic=args.flex_dynamic,
@@ -189,8 +176,7 @@ def main(argv=None):
                     method="CUDA events per call after warm-up and a GPU spin; median/min/max; fresh normal inputs "
                            "per shape; backward = autograd.grad (the whole backward), run twice more for the "
                            "bitwise check; (batch 0, head 0) checked against fp64 (FA3's rule)")
-    print(f"{document['device']}, torch {document['torch']}, CUDA {document['cuda']}, cuDNN {document['cudnn']}, "
-          f"commit {document['commit']}", flush=True)
+    print(describe(document), flush=True)
     print(f"{'implementation':22} {'pass':4} {'hdim':4} {'mask':6} {'seqlen':>6} {'ms':>9} {'TFLOPS':>7} "
           f"{'verified':>8} {'bitwise':>7}", flush=True)
     began = time.perf_counter()
@@ -201,10 +187,7 @@ def main(argv=None):
                 _print_summary([r for r in document["rows"] if (r["head_dim"], r["mask"], r["seqlen"]) ==
                                 (head_dim, mask, seqlen)])
                 document["elapsed_s"] = round(time.perf_counter() - began, 1)
-                if args.json:
-                    write_json(args.json, document)
-                if args.csv:
-                    write_csv(args.csv, document["rows"], peer_rows.ROW_FIELDS)
+                save(document, args.json, args.csv, peer_rows.ROW_FIELDS)
     print(f"done in {time.perf_counter() - began:.0f} s", flush=True)
     # Peers that fail are results. dash_attn failing, grossly wrong (10x past
     # FA3's error rule: a wiring or kernel bug, not rounding) or not bitwise
@@ -212,12 +195,9 @@ def main(argv=None):
     bad = [r for r in document["rows"] if r["impl"] == peer_rows.DASH and (
         peer_rows.status_kind(r["status"]) == "error" or not (r.get("error_ratio", 0.0) <= 10.0)
         or (r["deterministic"] and r.get("bitwise") is False))]
-    for row in bad:
-        print(f"!! {row['label']} {row['pass']} hdim {row['head_dim']} {row['mask']} {row['seqlen']}: "
-              f"status {row['status']}, verified {row.get('verified')}, bitwise {row.get('bitwise')}", flush=True)
-    if peer_rows.DASH in skipped:
-        print(f"!! dash_attn was not measured: {skipped[peer_rows.DASH]}", flush=True)
-    return 1 if bad or peer_rows.DASH in skipped else 0
+    return peer_rows.exit_status([f"{row['label']} {row['pass']} hdim {row['head_dim']} {row['mask']} {row['seqlen']}: "
+                                  f"status {row['status']}, verified {row.get('verified')}, "
+                                  f"bitwise {row.get('bitwise')}" for row in bad], skipped)
 
 
 if __name__ == "__main__":

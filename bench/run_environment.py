@@ -30,6 +30,12 @@ def _version(package):
         return None
 
 
+def describe(document):
+    """One line naming the device, the software and the commit of a run."""
+    return (f"{document['device']}, torch {document['torch']}, CUDA {document['cuda']}, "
+            f"cuDNN {document['cudnn']}, commit {document['commit']}")
+
+
 def environment(device, commit=None):
     info = dict(
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

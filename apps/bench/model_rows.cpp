@@ -4,7 +4,7 @@
 
 #include "bench/repro.hpp"
 #include "calibration.hpp"
-#include "dash_attn/tile_config.hpp"
+#include "host/backward_plan.hpp"
 
 namespace dash_attn::bench {
 
@@ -22,16 +22,9 @@ model::CostModel h200_backward_costs(int head_dim, bool* calibrated) {
 
 std::vector<Row> model_rows(const BenchOptions& options, const BenchCase& c, int threads) {
   const ProblemShape& s = c.shape;
-  const TileShape tile = backward_tile(static_cast<int>(s.head_dim));
-  schedule::TileProblem problem;
-  problem.batch = static_cast<int>(s.batch);
-  problem.heads_q = static_cast<int>(s.heads_q);
-  problem.heads_kv = static_cast<int>(s.heads_kv);
-  problem.block_m = tile.block_m;
-  problem.block_n = tile.block_n;
-  problem.causal = c.causal;
-  problem.seqlen_q = static_cast<int>(s.seqlen_q);
-  problem.seqlen_k = static_cast<int>(s.seqlen_k);
+  Options mask;
+  mask.causal = c.causal;
+  const schedule::TileProblem problem = host::backward_tile_problem(s, mask);  // the kernel's tiles
 
   std::vector<model::CalibrationPoint> points;
   for (const ScheduleKind kind : options.schedules) points.push_back(model::CalibrationPoint{problem, kind, 1});
