@@ -14,6 +14,7 @@
 
 #include "dash_attn/schedule/resolve.hpp"
 #include "dash_attn/tile_config.hpp"
+#include "cli_values.hpp"
 #include "dash_model_calibrate.hpp"
 #include "evaluate.hpp"
 #include "gantt_svg.hpp"
@@ -78,16 +79,9 @@ struct Options {
 }
 
 int parse_int(const std::string& flag, const std::string& text, int min) {
-  std::size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value < min || value > (1L << 30))
-    fail(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return static_cast<int>(value);
+  const std::optional<int> value = dash_attn::cli::parse_int(text, min);
+  if (!value) fail(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  return *value;
 }
 
 double parse_cost(const std::string& flag, const std::string& text) {
@@ -102,12 +96,7 @@ double parse_cost(const std::string& flag, const std::string& text) {
   return value;
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
-  return parts;
-}
+std::vector<std::string> split(const std::string& text) { return dash_attn::cli::split_commas(text); }
 
 Options parse(int argc, char** argv) {
   Options o;

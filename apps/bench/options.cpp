@@ -1,5 +1,7 @@
 #include "bench/options.hpp"
 
+#include "cli_values.hpp"
+
 #include <set>
 #include <sstream>
 
@@ -35,25 +37,12 @@ output:
 )";
 
 int parse_int(const std::string& flag, const std::string& text, int min) {
-  std::size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || value < min || value > (1L << 30))
-    throw UsageError(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return static_cast<int>(value);
+  const std::optional<int> value = cli::parse_int(text, min);
+  if (!value) throw UsageError(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  return *value;
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
-  if (!text.empty() && text.back() == ',') parts.emplace_back();
-  return parts;
-}
+std::vector<std::string> split(const std::string& text) { return cli::split_commas(text); }
 
 std::vector<int> parse_ints(const std::string& flag, const std::string& text, int min) {
   std::vector<int> values;

@@ -1,0 +1,35 @@
+// Command-line values shared by dash-bench and dash-model; each caller words
+// its own error (dash-bench throws a usage error, dash-model exits).
+#pragma once
+
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dash_attn::cli {
+
+// The whole of `text` as an integer in [min, 2^30], or nothing.
+inline std::optional<int> parse_int(const std::string& text, int min) {
+  std::size_t used = 0;
+  long value = 0;
+  try {
+    value = std::stol(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (text.empty() || used != text.size() || value < min || value > (1L << 30)) return std::nullopt;
+  return static_cast<int>(value);
+}
+
+// Comma-separated parts; a trailing comma leaves an empty last part, which
+// the caller then rejects like any other malformed value.
+inline std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
+  if (!text.empty() && text.back() == ',') parts.emplace_back();
+  return parts;
+}
+
+}  // namespace dash_attn::cli
