@@ -32,6 +32,8 @@ step() {  # step NAME SECONDS COMMAND...: a watchdog bounds every step
 # DASH_STEPS selects steps, so the work can be split over calls that each fit a time limit.
 steps=" ${DASH_STEPS:-tests sanitizer python bench peers e2e} "
 wanted() { [[ "$steps" == *" $1 "* ]]; }
+# The Python steps load this build's C ABI library through the package in the tree.
+package_env=(env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so")
 if wanted tests; then
   step gpu_tests "${DASH_TEST_LIMIT:-900}" "$build/tests/dash_gpu_tests" --gtest_filter="${DASH_TEST_FILTER:-*}"
 fi
@@ -45,19 +47,18 @@ if wanted sanitizer && [ -n "${DASH_SANITIZE_FILTER:-}" ]; then
     "$build/tests/dash_gpu_tests" "$DASH_SANITIZE_FILTER"
 fi
 if wanted python && python3 -c 'import torch' 2>/dev/null; then
-  step python_tests "${DASH_PYTHON_LIMIT:-600}" env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so" \
-    python3 -m pytest -q -rs "$here/tests/python"
+  step python_tests "${DASH_PYTHON_LIMIT:-600}" "${package_env[@]}" python3 -m pytest -q -rs "$here/tests/python"
 fi
-# Peers and the end-to-end block run dash_attn through its package, found as
-# the python_tests step finds it. DASH_PEERS_ARGS / DASH_E2E_ARGS pass more
+# Peers and the end-to-end block run dash_attn through the same package.
+# DASH_PEERS_ARGS / DASH_E2E_ARGS pass more
 # options (e.g. --quick, --impls ...); the JSON is rewritten after every
 # shape, so a watchdog stop keeps what was measured.
 if wanted peers && python3 -c 'import torch' 2>/dev/null; then
-  step peers "${DASH_PEERS_LIMIT:-540}" env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so" \
+  step peers "${DASH_PEERS_LIMIT:-540}" "${package_env[@]}" \
     python3 "$here/bench/peers.py" --json "$out/peers.json" --csv "$out/peers.csv" --commit "$commit" ${DASH_PEERS_ARGS:-}
 fi
 if wanted e2e && python3 -c 'import torch' 2>/dev/null; then
-  step e2e "${DASH_E2E_LIMIT:-240}" env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so" \
+  step e2e "${DASH_E2E_LIMIT:-240}" "${package_env[@]}" \
     python3 "$here/bench/e2e_block.py" --json "$out/e2e.json" --commit "$commit" ${DASH_E2E_ARGS:-}
 fi
 exit $status
