@@ -1,10 +1,18 @@
-// The dQ writer warp: adds each partial dQ tile the MMA warpgroups leave in
+// The dQ writer warps: add each partial dQ tile the MMA warpgroups leave in
 // shared memory into the fp32 accumulator with one TMA bulk reduce-add.
 // Deterministic mode follows the contract: one lane acquire-spins until the
 // tile's counter equals this contribution's rank, adds, waits until the add
 // has completed in global memory, then releases (fence + increment). The
 // shared stage is handed back as soon as the engine has read it, so the MMA
 // warpgroups compute the next Q tile while the completion wait runs here.
+//
+// One writer warp per dQ stage, each taking the tiles that land in its stage
+// (every other Q tile). One warp for both stages serializes acquire -> add ->
+// completion -> release of consecutive tiles, and that chain is longer than
+// a step of the MMA warpgroups, so ordered schedules fell behind atomic at
+// every length; with two warps one tile's completion wait overlaps the next
+// tile's acquire and add. Each warp's releases still follow its own
+// completions, and no warp defers a release past an acquire.
 #pragma once
 
 #include "bwd_params_sm90.hpp"
@@ -20,17 +28,19 @@ struct DqWriter {
   const BwdParams<Traits>& params;
   typename Traits::SharedStorage& smem;
   int lane;
-  int dq_stage = 0;
+  int own_stage;     // the dQ stage this warp drains
+  int dq_stage = 0;  // stage of the chain's next tile (stages alternate per tile across chains)
 
-  // Both stages start empty.
-  __device__ void start() {
-    for (int stage = 0; stage < Traits::kDqStages; ++stage) release_stage(stage);
-  }
+  // This warp's stage starts empty.
+  __device__ void start() { release_stage(own_stage); }
 
   __device__ void run_chain(const ChainWork& work) {
     const int64_t head_tiles =
         (static_cast<int64_t>(work.batch) * params.problem.heads_q + work.head_q) * work.tiles.q_tiles();
     for (auto cursor = params.schedule.chain(work.tiles, work.kv); cursor.valid(); cursor.advance()) {
+      const bool own_tile = dq_stage == own_stage;
+      dq_stage ^= 1;
+      if (!own_tile) continue;
       const int q_tile = cursor.q_tile();
       const int rank = cursor.rank();
       int* counter = rank != schedule::kUnordered ? params.dq_counters + head_tiles + q_tile : nullptr;
@@ -38,22 +48,21 @@ struct DqWriter {
       // overlaps the MMA warpgroups' work on this tile instead of following it.
       if (lane == 0 && counter != nullptr) wait_for_rank(counter, rank);
       __syncwarp();
-      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDqFull0) + dq_stage, kBarrierThreads);
+      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDqFull0) + own_stage, kBarrierThreads);
       if (lane == 0) {
         if (counter != nullptr) fence_proxy_async_global();
-        bulk_reduce_add_f32(params.dq_accum + (head_tiles + q_tile) * Traits::kDqTileFloats, smem.dq[dq_stage],
+        bulk_reduce_add_f32(params.dq_accum + (head_tiles + q_tile) * Traits::kDqTileFloats, smem.dq[own_stage],
                             kTileBytes);
         bulk_commit_group();
         bulk_wait_all_read();
       }
       __syncwarp();
-      release_stage(dq_stage);
+      release_stage(own_stage);
       if (lane == 0 && counter != nullptr) {
         bulk_wait_all_complete();
         fence_proxy_async_global();
         release_increment(counter);
       }
-      dq_stage ^= 1;
     }
   }
 

@@ -28,7 +28,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
 
   const int warp = threadIdx.x / 32;
-  const Role role = warp >= 4 ? Role::kMma : warp == 0 ? Role::kProducer : warp == 1 ? Role::kDqWriter : Role::kIdle;
+  // Warps 1 .. kDqStages drain one dQ stage each.
+  const Role role = warp >= 4                    ? Role::kMma
+                    : warp == 0                  ? Role::kProducer
+                    : warp <= Traits::kDqStages  ? Role::kDqWriter
+                                                 : Role::kIdle;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Traits::kStages; ++s) {
@@ -70,7 +74,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
   if (role != Role::kMma) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
     BwdProducer<Traits> producer{params, smem};
-    DqWriter<Traits> writer{params, smem, static_cast<int>(threadIdx.x % 32)};
+    DqWriter<Traits> writer{params, smem, static_cast<int>(threadIdx.x % 32), warp - 1};
     if (role == Role::kDqWriter) writer.start();
     for_each_chain([&](const ChainWork& work) {
       if (role == Role::kProducer && threadIdx.x == 0) producer.run_chain(work);

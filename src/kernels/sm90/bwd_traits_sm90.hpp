@@ -31,8 +31,8 @@ struct BwdTraits {
   static constexpr int kBlockN = backward_tile(kHeadDim).block_n;
   static_assert(kBlockN == 128, "two MMA warpgroups split the KV tile in halves of 64 keys");
 
-  // Warp roles: warpgroup 0 = producer warp (TMA) + dQ writer warp + 2 idle
-  // warps; warpgroups 1-2 = MMA. setmaxnreg moves registers inside the CTA's
+  // Warp roles: warpgroup 0 = producer warp (TMA) + one dQ writer warp per dQ
+  // stage + 1 idle warp; warpgroups 1-2 = MMA. setmaxnreg moves registers inside the CTA's
   // launch allocation, 384 threads x 168 (the __launch_bounds__ cap): the MMA
   // warpgroups can only grow to 240 if warpgroup 0 shrinks to 24
   // (128 x 24 + 256 x 240 = 384 x 168); asking for more blocks forever.
@@ -47,6 +47,7 @@ struct BwdTraits {
   static constexpr int kStages = 2;     // Q and dO pipeline depth
   static constexpr int kDsStages = 2;   // lets one warpgroup write dS(j+1) while the other still reads dS(j)
   static constexpr int kDqStages = 2;   // lets the MMA run a tile ahead of the ordered dQ reduction
+  static_assert(kDqStages <= 3, "one writer warp per dQ stage next to the producer warp in warpgroup 0");
 
   using TileShapeMNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
 
