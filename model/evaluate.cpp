@@ -6,7 +6,7 @@ Evaluation evaluate(const schedule::TileProblem& problem, ScheduleKind kind, int
                     const CostModel& cost) {
   Evaluation e;
   e.requested = kind;
-  e.trace = build_trace(problem, kind);
+  e.trace = build_trace(problem, kind, assignment == Assignment::kStatic);
   e.sim = simulate(e.trace, workers, assignment, cost);
   if (!e.sim.deadlock) e.path = critical_path(e.trace, e.sim, cost);
   e.bound = lower_bound(e.trace, workers, cost);

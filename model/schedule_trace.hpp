@@ -41,7 +41,9 @@ struct ScheduleTrace {
   int num_dkv_tiles = 0;
 };
 
-// `requested` goes through schedule::resolve_schedule first.
-ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind requested);
+// `requested` goes through schedule::resolve_schedule first. Items come in the
+// kernel's claim order, or with `head_major` one head after the other (the
+// paper's order, which its static "chain i on worker i" assumes).
+ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind requested, bool head_major = false);
 
 }  // namespace dash_attn::model

@@ -13,7 +13,7 @@ namespace dash_attn::model {
 // How items reach workers. kDynamic: a free worker claims the next item of
 // the claim order (the kernel's atomic counter). kStatic: worker w runs items
 // w, w + W, w + 2W, ... (a persistent grid indexed by blockIdx; the paper's
-// "chain i on SM i").
+// "chain i on SM i", which evaluate() pairs with the head-major claim order).
 enum class Assignment { kDynamic, kStatic };
 
 enum class SegmentKind {

@@ -29,17 +29,18 @@ void backward(const BackwardArgs& args, const Options& options, cudaStream_t str
     throw Error(ErrorCode::kNotSupported, "dash_attn::backward: head_dim " + std::to_string(args.shape.head_dim) +
                                               " is not built yet for the sm90 backward (64 and 128 are)");
   sm90::BackwardMainConfig config;
-  config.kind = host::backward_schedule(args.shape, options);
   config.problem = host::backward_tile_problem(args.shape, options);
+  const ScheduleKind kind = host::backward_schedule(args.shape, options);
+  config.schedule = schedule::Schedule(kind, schedule::claim_interleave(kind));
   config.softmax_scale = host::resolved_softmax_scale(args.shape, options);
   // Wave schedules need a wave of co-resident CTAs; refuse rather than risk a hang.
   const int capacity = sm90::backward_main_capacity(args);
   const int cap = options.max_ctas > 0 ? std::min(options.max_ctas, capacity) : capacity;
-  const schedule::Schedule chosen(config.kind);
+  const schedule::Schedule& chosen = config.schedule;
   const int need = chosen.required_coresidency(config.problem);
   if (need > cap)
     throw Error(ErrorCode::kUnsafeSchedule,
-                "dash_attn::backward: schedule '" + std::string(to_string(config.kind)) + "' needs " +
+                "dash_attn::backward: schedule '" + std::string(to_string(kind)) + "' needs " +
                     std::to_string(need) + " co-resident CTAs (one wave of this shape) but only " + std::to_string(cap) +
                     " are allowed (options.max_ctas = " + std::to_string(options.max_ctas) + ", device holds " +
                     std::to_string(capacity) + "); raise max_ctas or choose 'fa3' or 'descending', which run on any grid");

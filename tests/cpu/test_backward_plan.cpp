@@ -29,11 +29,11 @@ TEST(BackwardPlan, ShiftFollowsTheMaskAndAutoTheShape) {
   const ProblemShape s{2, 1000, 1000, 4, 2, 128};
   EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kShift, true)), ScheduleKind::kSymmetricShift);
   EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kSymmetricShift, false)), ScheduleKind::kShift);
-  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, true)), ScheduleKind::kFA3);
-  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, false)), ScheduleKind::kFA3);
-  const ProblemShape long_sequence{1, 16384, 16384, 16, 16, 128};  // 128 KV tiles
-  EXPECT_EQ(host::backward_schedule(long_sequence, with(ScheduleKind::kAuto, true)), ScheduleKind::kDescending);
-  EXPECT_EQ(host::backward_schedule(long_sequence, with(ScheduleKind::kAuto, false)), ScheduleKind::kFA3);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, true)), ScheduleKind::kDescending);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, false)), ScheduleKind::kDescending);
+  const ProblemShape square_tiles{1, 1000, 1000, 4, 4, 64};  // hdim 64: 128 x 128 tiles, 8 KV tiles
+  EXPECT_EQ(host::backward_schedule(square_tiles, with(ScheduleKind::kAuto, true)), ScheduleKind::kFA3);
+  EXPECT_EQ(host::backward_schedule(square_tiles, with(ScheduleKind::kAuto, false)), ScheduleKind::kDescending);
 }
 
 TEST(BackwardPlan, TileProblemMatchesTheWorkspaceTiles) {

@@ -1,6 +1,8 @@
 // Every schedule visits every (batch, q-head, KV tile, visible Q tile)
 // exactly once and never a fully masked tile; work items decode consistently.
 #include <gtest/gtest.h>
+#include <array>
+#include <vector>
 
 #include <map>
 #include <tuple>
@@ -48,41 +50,70 @@ TEST(ScheduleCoverage, EveryVisibleTileOnceMaskedNever) {
   }
 }
 
-TEST(ScheduleCoverage, ClaimOrderIsSequenceThenHeadThenSchedule) {
+// The claim order, enumerated the slow way: heads (sequence-major) in groups
+// of `interleave` (cut at each sequence's end for varlen), items dealt
+// round-robin over a group's heads.
+std::vector<std::array<int, 3>> expected_claims(const schedule::TileProblem& p, const schedule::Schedule& s) {
+  std::vector<std::array<int, 3>> heads;  // (batch, head_q, items)
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h) heads.push_back({b, h, s.items_per_head(p.head_tiles(b))});
+  const int g = s.interleaved_heads();
+  std::vector<std::array<int, 3>> claims;  // (batch, head_q, index_in_head)
+  for (size_t first = 0; first < heads.size();) {
+    size_t end = first;
+    while (end < heads.size() && end - first < static_cast<size_t>(g) &&
+           (!p.is_varlen() || heads[end][0] == heads[first][0]))
+      ++end;
+    for (int i = 0; i < heads[first][2]; ++i)
+      for (size_t h = first; h < end; ++h) claims.push_back({heads[h][0], heads[h][1], i});
+    first = end;
+  }
+  return claims;
+}
+
+TEST(ScheduleCoverage, ClaimOrderDealsInterleavedHeadsRoundRobin) {
   for (const OwnedProblem& owned : random_problems(2, 100)) {
     const schedule::TileProblem p = owned.get();
-    for (ScheduleKind kind : kAllKinds) {
-      const schedule::Schedule s(schedule::resolve_schedule(kind, p));
-      int k = 0;
-      for (int b = 0; b < p.batch; ++b)
-        for (int h = 0; h < p.heads_q; ++h)
-          for (int i = 0; i < s.items_per_head(p.head_tiles(b)); ++i, ++k) {
-            const schedule::WorkItem item = s.work_item(p, k);
-            ASSERT_EQ(item.batch, b) << owned.describe();
-            ASSERT_EQ(item.head_q, h);
-            ASSERT_EQ(item.index_in_head, i);
-          }
-      EXPECT_EQ(s.total_items(p), k) << owned.describe();
-    }
+    for (ScheduleKind kind : kAllKinds)
+      for (int interleave : {1, 2, 3, 8, 1000}) {
+        const schedule::Schedule s(schedule::resolve_schedule(kind, p), interleave);
+        const auto claims = expected_claims(p, s);
+        ASSERT_EQ(s.total_items(p), static_cast<int>(claims.size())) << owned.describe();
+        for (int k = 0; k < s.total_items(p); ++k) {
+          const schedule::WorkItem item = s.work_item(p, k);
+          ASSERT_EQ(item.batch, claims[k][0]) << owned.describe() << " " << to_string(kind) << " G " << interleave;
+          ASSERT_EQ(item.head_q, claims[k][1]) << owned.describe() << " k " << k;
+          ASSERT_EQ(item.index_in_head, claims[k][2]) << owned.describe() << " k " << k;
+        }
+      }
   }
+}
+
+TEST(ScheduleCoverage, OnlyOrderedChainSchedulesInterleaveHeads) {
+  EXPECT_EQ(schedule::Schedule(ScheduleKind::kShift, 8).interleaved_heads(), 1);
+  EXPECT_EQ(schedule::Schedule(ScheduleKind::kSymmetricShift, 8).interleaved_heads(), 1);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kAtomic), 1);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kFA3), schedule::kOrderedClaimInterleave);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending), schedule::kOrderedClaimInterleave);
 }
 
 TEST(ScheduleResolve, MasksAndAuto) {
   schedule::TileProblem p{1, 8, 8, 64, 128, false, 4096, 4096};
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kSymmetricShift, p), ScheduleKind::kShift);
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);
   p.causal = true;
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 32 KV tiles
-  p.seqlen_k = p.seqlen_q = 8192;
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 64 KV tiles
-  p.seqlen_k = p.seqlen_q = 8320;
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 65 KV tiles
-  p.seqlen_k = p.seqlen_q = 16384;
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 64 x 128 tiles
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kShift, p), ScheduleKind::kSymmetricShift);
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 128 KV tiles
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kFA3, p), ScheduleKind::kFA3);
-  p.block_m = 128;  // hdim 64's square tiles: fa3 stays ahead on long causal heads
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);
+  p.block_m = 128;  // hdim 64's square tiles: fa3 ahead on causal heads of fewer than 64 KV tiles
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 32 KV tiles
+  p.seqlen_k = p.seqlen_q = 8064;
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 63 KV tiles
+  p.seqlen_k = p.seqlen_q = 8192;
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 64 KV tiles
+  p.causal = false;
+  p.seqlen_k = p.seqlen_q = 1024;
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);
 }
 
 }  // namespace

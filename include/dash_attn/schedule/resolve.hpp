@@ -9,20 +9,20 @@
 
 namespace dash_attn::schedule {
 
-// Causal heads with more KV tiles than this may run descending under auto (see below).
-inline constexpr int kAutoFa3MaxKvTiles = 64;
+// Causal heads with at least this many KV tiles run descending under auto
+// even with square tiles (see below).
+inline constexpr int kAutoDescendingMinKvTiles = 64;
 
 // - shift on a causal mask runs symmetric_shift (DASH's causal form of the
 //   shift), symmetric_shift on a full mask runs shift (pairing equal chains
 //   balances nothing);
-// - auto follows what our kernel measured on the H200 (docs/results.md,
-//   2026-12-01, bf16 hdim 64/128, seqlen 512-16k), until the model is
-//   calibrated: full -> fa3 (within 5% of descending everywhere, ahead by 6%
-//   at hdim 64 16k; shift loses 25-45%); causal -> fa3, except on heads of
-//   more than 64 KV tiles whose Q tiles are shorter than the KV tiles
-//   (hdim 128's 64 x 128 tiles at 16k: descending 436-474 TFLOPS against fa3's
-//   400-409; with hdim 64's square 128 x 128 tiles fa3 stays ahead, 433-440
-//   against 340-343). A varlen causal batch gets descending whatever its
+// - auto follows what our kernel measured on the H200 (docs/perf_log.md,
+//   2026-12-01, two dQ writers and 8 interleaved heads; bf16 hdim 64/128,
+//   seqlen 512-16k): descending, which is within 3% of fa3 or ahead on every
+//   full row (both add in ascending KV order there: the same bits) and ahead
+//   by 5-30% on hdim 128 causal rows (64 x 128 tiles); except causal heads
+//   with square tiles (hdim 64's 128 x 128) and fewer than 64 KV tiles, where
+//   fa3 is ahead by 2-11%. A varlen causal batch gets descending whatever its
 //   lengths: choosing by length would let other sequences of the batch change
 //   a sequence's bits.
 DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const TileProblem& p) {
@@ -30,15 +30,27 @@ DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const T
     case ScheduleKind::kShift:
     case ScheduleKind::kSymmetricShift:
       return p.causal ? ScheduleKind::kSymmetricShift : ScheduleKind::kShift;
-    case ScheduleKind::kAuto:
-      if (!p.causal) return ScheduleKind::kFA3;
-      if (p.is_varlen()) return ScheduleKind::kDescending;
-      return (p.seqlen_k + p.block_n - 1) / p.block_n > kAutoFa3MaxKvTiles && p.block_m < p.block_n
-                 ? ScheduleKind::kDescending
-                 : ScheduleKind::kFA3;
+    case ScheduleKind::kAuto: {
+      if (!p.causal || p.is_varlen() || p.block_m < p.block_n) return ScheduleKind::kDescending;
+      const int kv_tiles = (p.seqlen_k + p.block_n - 1) / p.block_n;
+      return kv_tiles >= kAutoDescendingMinKvTiles ? ScheduleKind::kDescending : ScheduleKind::kFA3;
+    }
     default:
       return kind;
   }
+}
+
+// Heads the claim order interleaves (Schedule::total_items) for a resolved
+// kind. Ordered schedules take 8: measured on the H200 (docs/perf_log.md,
+// 2026-12-01) against 1, 2 and 4, it lifts fa3/descending by up to 25% at
+// 1k-8k (their chains no longer fill a wave with one head's dQ hand-offs);
+// more heads spread the claims over more Q/dO/dQ than L2 keeps (all heads:
+// atomic -30% at hdim 128 2k). atomic keeps 1: it has no hand-offs to spread,
+// and at 16k its L2 reuse is worth 2-4%. Wave schedules always take 1.
+inline constexpr int kOrderedClaimInterleave = 8;
+
+DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved) {
+  return resolved == ScheduleKind::kAtomic ? 1 : kOrderedClaimInterleave;
 }
 
 }  // namespace dash_attn::schedule

@@ -66,18 +66,29 @@ class ChainCursor {
 class Schedule {
  public:
   // `kind` must be resolved (resolve_schedule) so that host and device agree.
-  DASH_HOST_DEVICE explicit Schedule(ScheduleKind kind) : kind_(kind) {}
+  // `interleaved_heads`: see total_items; wave schedules always take 1.
+  DASH_HOST_DEVICE explicit Schedule(ScheduleKind kind, int interleaved_heads = 1)
+      : kind_(kind), interleaved_heads_(is_wave_kind(kind) || interleaved_heads < 1 ? 1 : interleaved_heads) {}
 
   DASH_HOST_DEVICE ScheduleKind kind() const { return kind_; }
+  DASH_HOST_DEVICE int interleaved_heads() const { return interleaved_heads_; }
   DASH_HOST_DEVICE bool ordered() const { return kind_ != ScheduleKind::kAtomic; }
 
   DASH_HOST_DEVICE int items_per_head(const HeadTiles& t) const {
     return visit_schedule(kind_, [&](auto s) { return s.items_per_head(t); });
   }
 
-  // Work items in claim order: sequence-major, then q-head, then the
-  // schedule's in-head order. q-heads of a GQA group come in ascending order,
-  // the order of their dK/dV adds, so those waits target earlier claims.
+  // Work items in claim order. The (sequence, q-head) pairs, sequence-major,
+  // are the heads of the order; they come in groups of `interleaved_heads`
+  // consecutive heads (for varlen, groups stop at a sequence's end), whose
+  // items are dealt round-robin: item 0 of each head of the group, then item
+  // 1, ..., each head in the schedule's in-head order. Every wait still
+  // targets an earlier claim: a dQ wait an earlier item of the same head, a
+  // dK/dV wait a lower q-head of the GQA group at the same item index.
+  // Why interleave: the chains of one head wait on each other's dQ adds, so a
+  // CTA wave filled with one head's chains staggers them by one hand-off
+  // each; dealing G heads at once puts 1/G as many chains of a head in flight
+  // together. Wave schedules keep 1: a wave's members are claimed together.
   DASH_HOST_DEVICE int total_items(const TileProblem& p) const {
     if (!p.is_varlen()) return p.batch * p.heads_q * items_per_head(p.head_tiles(0));
     int total = 0;
@@ -89,23 +100,30 @@ class Schedule {
   // O(batch) for varlen (a kernel with long batches can pass a prefix array).
   DASH_HOST_DEVICE WorkItem work_item(const TileProblem& p, int k) const {
     WorkItem item;
-    int b = 0;
     HeadTiles tiles = p.head_tiles(0);
     int per_head = items_per_head(tiles);
-    if (!p.is_varlen()) {
-      b = k / (p.heads_q * per_head);
-      k -= b * p.heads_q * per_head;
-    } else {
+    int heads = p.batch * p.heads_q;  // heads in the span being decoded
+    int span_first_head = 0;          // global (sequence, q-head) index of its first head
+    if (p.is_varlen()) {
+      int b = 0;
       while (k >= p.heads_q * per_head) {
         k -= p.heads_q * per_head;
         tiles = p.head_tiles(++b);
         per_head = items_per_head(tiles);
       }
+      heads = p.heads_q;
+      span_first_head = b * p.heads_q;
     }
-    item.batch = b;
-    item.head_q = k / per_head;
+    const int group = k / (interleaved_heads_ * per_head);
+    const int first_head = group * interleaved_heads_;
+    const int rest = heads - first_head;
+    const int heads_in_group = rest < interleaved_heads_ ? rest : interleaved_heads_;
+    k -= group * interleaved_heads_ * per_head;
+    const int head = span_first_head + first_head + k % heads_in_group;
+    item.batch = head / p.heads_q;
+    item.head_q = head % p.heads_q;
     item.head_kv = item.head_q / p.group_size();
-    item.index_in_head = k % per_head;
+    item.index_in_head = k / heads_in_group;
     item.tiles = tiles;
     const int index = item.index_in_head;
     item.num_chains = visit_schedule(kind_, [&](auto s) { return s.chains_in_item(tiles, index); });
@@ -153,7 +171,12 @@ class Schedule {
   }
 
  private:
+  DASH_HOST_DEVICE static bool is_wave_kind(ScheduleKind kind) {
+    return kind == ScheduleKind::kShift || kind == ScheduleKind::kSymmetricShift;
+  }
+
   ScheduleKind kind_;
+  int interleaved_heads_;
 };
 
 }  // namespace dash_attn::schedule

@@ -45,7 +45,7 @@ void launch_backward_main_sm90(const BackwardArgs& a, const host::BackwardWorksp
                           typename Traits::SmemLayoutK{});
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.v, s.batch, s.seqlen_k, s.heads_kv),
                           typename Traits::SmemLayoutK{});
-  p.schedule = schedule::Schedule(c.kind);
+  p.schedule = c.schedule;
   p.problem = c.problem;
   p.total_items = p.schedule.total_items(c.problem);
   p.softmax_scale = c.softmax_scale;

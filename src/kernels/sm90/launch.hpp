@@ -4,7 +4,7 @@
 
 #include "dash_attn/api.hpp"
 #include "../../host/backward_plan.hpp"
-#include "dash_attn/schedule/tile_problem.hpp"
+#include "dash_attn/schedule/schedule.hpp"
 
 namespace dash_attn::sm90 {
 
@@ -15,7 +15,7 @@ void launch_backward_preprocess(const BackwardArgs& args, const host::BackwardWo
 
 // What the host decided for the main kernel.
 struct BackwardMainConfig {
-  ScheduleKind kind = ScheduleKind::kAtomic;  // resolved (never kAuto)
+  schedule::Schedule schedule{ScheduleKind::kAtomic};  // resolved kind (never kAuto) and claim order
   schedule::TileProblem problem;
   float softmax_scale = 1.f;
   int grid = 1;              // CTAs launched; each claims work items until none is left
