@@ -1,11 +1,15 @@
 // dK, dV of one chain from the MMA warpgroups' registers to global memory:
-// written directly for MHA; for GQA/MQA added into the fp32 accumulators of
+// for MHA staged in shared memory (stmatrix into the chain's K and V buffers,
+// free once the last dQ GEMM has read K) and written with coalesced 16-byte
+// stores, whole 128-byte lines where the accumulator layout would scatter
+// 16-byte pieces over 8 rows; for GQA/MQA added into the fp32 accumulators of
 // the kv-head, in ascending q-head order when deterministic (separate dK and
 // dV counters so one q-head adds dK while the next adds dV).
 #pragma once
 
 #include "bwd_params_sm90.hpp"
 #include "bwd_sync_sm90.hpp"
+#include "bwd_wgmma_sm90.hpp"
 
 namespace dash_attn::sm90::bwd {
 
@@ -16,6 +20,7 @@ struct BwdEpilogue {
   static constexpr int kHeadDim = Traits::kHeadDim;
 
   const BwdParams<Traits>& params;
+  typename Traits::SharedStorage& smem;
   int thread;  // 0..kMmaThreads-1
 
   template <class FragDk, class FragDv>
@@ -26,8 +31,15 @@ struct BwdEpilogue {
     CUTE_UNROLL
     for (int i = 0; i < size(dk); ++i) dk(i) *= params.softmax_scale;
     if (params.dk_accum == nullptr) {
-      write_direct(work, dk, coord, params.dk, params.dk_strides);
-      write_direct(work, dv, coord, params.dv, params.dv_strides);
+      // The other warpgroup's last dQ GEMM may still read all of K.
+      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads);
+      stage(dk, smem.k);
+      stage(dv, smem.v);
+      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads);
+      write_rows(work, smem.k, params.dk, params.dk_strides);
+      write_rows(work, smem.v, params.dv, params.dv_strides);
+      // The next chain's TMA loads (async proxy) overwrite what was just read here.
+      fence_proxy_async_shared();
       return;
     }
     const int64_t tile =
@@ -38,18 +50,31 @@ struct BwdEpilogue {
   }
 
  private:
-  template <class Frag, class Coord>
-  __device__ void write_direct(const ChainWork& work, const Frag& acc, const Coord& coord, Element* out,
-                               const int64_t* strides) const {
+  // Accumulator -> (kBlockN x kHeadDim) tile in K's shared layout, rows = keys.
+  template <class Frag>
+  __device__ void stage(const Frag& acc, Element* buffer) const {
+    typename Traits::TiledMmaDkv mma_dkv;
+    Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
+    auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_dkv);
+    auto thr_r2s = r2s.get_thread_slice(thread);
+    Tensor converted = convert_fragment<Element>(acc);
+    copy(r2s, thr_r2s.retile_S(converted), thr_r2s.partition_D(s_tile));
+  }
+
+  // Each warpgroup writes back the 64 key rows it staged, 16 bytes per thread
+  // and consecutive threads along a row.
+  __device__ void write_rows(const ChainWork& work, const Element* buffer, Element* out, const int64_t* strides) const {
+    constexpr int kChunksPerRow = kHeadDim / 8;
+    constexpr int kRows = kBlockN / Traits::kMmaWarpgroups;
+    Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
     Element* base = out + work.batch * strides[0] + work.head_q * strides[2];
-    const int first_key = work.kv * kBlockN;
+    const int first_row = thread / 128 * kRows;
     CUTE_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      const int key = first_key + get<0>(coord(i));
-      if (key >= work.tiles.seqlen_k) continue;
-      // Adjacent accumulator elements are adjacent columns: one 4-byte store.
-      Element pair[2] = {static_cast<Element>(acc(i)), static_cast<Element>(acc(i + 1))};
-      *reinterpret_cast<uint32_t*>(base + key * strides[1] + get<1>(coord(i))) = *reinterpret_cast<uint32_t*>(pair);
+    for (int i = thread % 128; i < kRows * kChunksPerRow; i += 128) {
+      const int row = first_row + i / kChunksPerRow, col = i % kChunksPerRow * 8;
+      const int key = work.kv * kBlockN + row;
+      if (key < work.tiles.seqlen_k)
+        *reinterpret_cast<uint4*>(base + key * strides[1] + col) = *reinterpret_cast<const uint4*>(&s_tile(row, col));
     }
   }
 

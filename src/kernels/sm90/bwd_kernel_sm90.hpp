@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
     cutlass::arch::warpgroup_reg_alloc<Traits::kMmaRegisters>();
     const int thread = threadIdx.x - 128;
     BwdMainloop<Traits> mainloop{params, smem, thread};
-    BwdEpilogue<Traits> epilogue{params, thread};
+    BwdEpilogue<Traits> epilogue{params, smem, thread};
     typename Traits::TiledMmaDkv mma_dkv;
     Tensor dk = partition_fragment_C(mma_dkv, Shape<Int<Traits::kBlockN>, Int<Traits::kHeadDim>>{});
     Tensor dv = partition_fragment_C(mma_dkv, Shape<Int<Traits::kBlockN>, Int<Traits::kHeadDim>>{});
