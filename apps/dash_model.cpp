@@ -47,6 +47,9 @@ machine:
 cost model (any unit; see docs/schedules.md):
   --c X --c-masked X --r X --s X --prologue X --epilogue X --r-dkv X
   --overlap            dQ adds overlap the next compute (FA3's writer warp)
+  --dq-writers N       with --overlap: N dQ stages, one writer each (the kernel: 2)
+  --drain              with --overlap: a chain starts after every writer finished
+                       (the kernel's CTA barrier between chains)
 schedules and output:
   --schedules a,b,..   from atomic,fa3,descending,shift,symmetric_shift,auto
   --paper N M          the paper's setting: N workers = N KV tiles = N Q tiles,
@@ -139,6 +142,12 @@ Options parse(int argc, char** argv) {
     else if (flag == "--epilogue") o.cost.epilogue = parse_cost(flag, value()), costs_given.insert(flag);
     else if (flag == "--r-dkv") o.cost.reduce_dkv = parse_cost(flag, value());
     else if (flag == "--overlap") o.cost.overlap_reduce = true, costs_given.insert(flag);
+    else if (flag == "--dq-writers") {
+      o.cost.dq_writers = parse_int(flag, value(), 1), costs_given.insert(flag);
+      if (o.cost.dq_writers > dm::kMaxDqWriters)
+        fail("--dq-writers expects at most " + std::to_string(dm::kMaxDqWriters) + ", got " + std::to_string(o.cost.dq_writers));
+    }
+    else if (flag == "--drain") o.cost.drain_between_chains = true, costs_given.insert(flag);
     else if (flag == "--schedules") {
       for (const std::string& name : split(value())) {
         const auto kind = dash_attn::parse_schedule_kind(name);

@@ -33,6 +33,8 @@ CostModel cost_of(const Params& p, double scale = 1) {
   cost.handoff = scale * p.handoff_ratio * p.c;
   cost.prologue = cost.epilogue = scale * p.chain / 2;  // not separable: both are paid once per chain
   cost.overlap_reduce = true;
+  cost.dq_writers = 2;  // as the kernel runs: one writer warp per dQ stage,
+  cost.drain_between_chains = true;  // and a CTA barrier between chains
   return cost;
 }
 

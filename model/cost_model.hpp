@@ -18,6 +18,16 @@ struct CostModel {
   // dQ writer); with one shared-memory buffer a compute can only hand over
   // its tile once the previous add completed.
   bool overlap_reduce = false;
+  // Overlapped mode only. dq_writers: shared-memory dQ stages, each drained by
+  // its own writer (tile j of a worker goes to stage j mod dq_writers and waits
+  // until that stage's previous add is done); the kernel has 2 (one writer warp
+  // per stage). drain_between_chains: a chain starts only after every writer
+  // finished, as the kernel's CTA barrier between chains makes it.
+  int dq_writers = 1;
+  bool drain_between_chains = false;
 };
+
+// The most dq_writers the model keeps state for.
+inline constexpr int kMaxDqWriters = 4;
 
 }  // namespace dash_attn::model

@@ -89,35 +89,41 @@ CriticalPath critical_path(const ScheduleTrace& trace, const SimResult& sim, con
   // Per ordered target: contributions by rank, linked in rank order at the end.
   std::vector<std::map<int, Contribution>> dq_order(trace.dq_contributors.size()), dkv_order(trace.num_dkv_tiles);
   const bool serial = !cost.overlap_reduce;
+  const int writers = serial ? 1 : std::clamp(cost.dq_writers, 1, kMaxDqWriters);
+  const bool drain = serial || cost.drain_between_chains;
   for (int w = 0; w < static_cast<int>(sim.worker_items.size()); ++w) {
-    int last_compute = -1;  // last node of the worker's compute stream
-    int last_reduce = -1;   // its last dQ add
+    int last_compute = -1;                   // last node of the worker's compute stream
+    std::vector<int> last_reduce(writers, -1);  // per dQ stage: its last add
+    int tiles = 0;                           // stage of the next tile = tiles mod writers
+    int latest_reduce = -1;                  // the worker's last add (serial mode waits for it)
     for (int item : sim.worker_items[w]) {
       const TraceItem& it = trace.items[item];
       for (int c = it.first_chain; c < it.first_chain + it.num_chains; ++c) {
         const TraceChain& chain = trace.chains[c];
         const int prologue = dag.add(cost.prologue, NodeKind::kCompute);
         dag.link(last_compute, prologue);
-        if (serial) dag.link(last_reduce, prologue);
+        if (drain)
+          for (int r : last_reduce) dag.link(r, prologue);
         last_compute = prologue;
         for (const TraceStep& step : chain.steps) {
           const int compute = dag.add(step.masked ? cost.compute_masked : cost.compute, NodeKind::kCompute);
           dag.link(last_compute, compute);
-          if (serial) dag.link(last_reduce, compute);
-          // The tile is handed to the writer once computed and once the
-          // previous add freed the buffer.
+          if (serial) dag.link(latest_reduce, compute);
+          // The tile is handed to its stage's writer once computed and once
+          // that stage's previous add freed the buffer.
+          int& stage_reduce = last_reduce[tiles++ % writers];
           const int handed = dag.add(0, NodeKind::kJoin);
           dag.link(compute, handed);
-          dag.link(last_reduce, handed);
+          dag.link(stage_reduce, handed);
           const int reduce = dag.add(cost.reduce, NodeKind::kReduce);
           dag.link(handed, reduce);
           if (trace.ordered) dq_order[step.dq_tile][step.rank] = Contribution{reduce, w};
           last_compute = handed;
-          last_reduce = reduce;
+          stage_reduce = latest_reduce = reduce;
         }
         const int epilogue = dag.add(cost.epilogue, NodeKind::kCompute);
         dag.link(last_compute, epilogue);
-        if (serial) dag.link(last_reduce, epilogue);
+        if (serial) dag.link(latest_reduce, epilogue);
         last_compute = epilogue;
         if (trace.group_size > 1) {
           const int add = dag.add(cost.reduce_dkv, NodeKind::kCompute);

@@ -1,6 +1,7 @@
 #include "simulate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <sstream>
 
@@ -13,7 +14,9 @@ struct Worker {
   Phase phase = Phase::kClaim;
   int item = -1, slot = 0, chain = -1, step = 0;
   int next_static = 0;  // kStatic: index of the next item among this worker's
-  double compute_free = 0, writer_free = 0;
+  double compute_free = 0;
+  std::array<double, kMaxDqWriters> writer_free{};  // per dQ stage: its last add done
+  int tiles = 0;                                     // dQ tiles handed so far (stage = tiles mod writers)
   double compute_end = 0;  // end of the current step's compute
   double t = 0;            // when its next action can happen
   bool blocked = false;
@@ -60,6 +63,14 @@ class Simulator {
 
  private:
   bool serial() const { return !cost_.overlap_reduce; }
+  int writers() const { return serial() ? 1 : std::clamp(cost_.dq_writers, 1, kMaxDqWriters); }
+  double writers_done(const Worker& k) const {
+    return *std::max_element(k.writer_free.begin(), k.writer_free.begin() + writers());
+  }
+  // Where the worker's compute may go on after a chain, step or epilogue.
+  double after_chain(const Worker& k) const {
+    return serial() || cost_.drain_between_chains ? std::max(k.compute_free, writers_done(k)) : k.compute_free;
+  }
 
   void add(int w, double start, double end, SegmentKind kind, int step, bool busy, bool on_writer = false) {
     if (end <= start) return;
@@ -118,7 +129,7 @@ class Simulator {
     Worker& k = workers_[w];
     k.chain = trace_.items[k.item].first_chain + k.slot;
     k.step = 0;
-    const double start = serial() ? std::max(k.compute_free, k.writer_free) : k.compute_free;
+    const double start = after_chain(k);
     add(w, start, start + cost_.prologue, SegmentKind::kPrologue, 0, true);
     k.compute_free = start + cost_.prologue;
     k.phase = trace_.chains[k.chain].steps.empty() ? Phase::kEpilogue : Phase::kCompute;
@@ -128,9 +139,9 @@ class Simulator {
   void compute(int w) {
     Worker& k = workers_[w];
     const TraceStep& step = trace_.chains[k.chain].steps[k.step];
-    const double start = serial() ? std::max(k.compute_free, k.writer_free) : k.compute_free;
+    const double start = serial() ? std::max(k.compute_free, writers_done(k)) : k.compute_free;
     const double done = start + (step.masked ? cost_.compute_masked : cost_.compute);
-    const double handed = std::max(done, k.writer_free);  // overlapped: buffer free again
+    const double handed = std::max(done, k.writer_free[k.tiles % writers()]);  // overlapped: its stage free again
     add(w, start, done, SegmentKind::kCompute, k.step, true);
     add(w, done, handed, SegmentKind::kComputeStall, k.step, false);
     k.compute_free = k.compute_end = handed;
@@ -152,16 +163,17 @@ class Simulator {
     }
     add(w, k.compute_end, ready, SegmentKind::kReduceWait, k.step, false, !serial());
     add(w, ready, ready + cost_.reduce, SegmentKind::kReduce, k.step, serial(), !serial());
-    k.writer_free = ready + cost_.reduce;
-    if (trace_.ordered) release(counter, w, k.writer_free);
+    double& writer_free = k.writer_free[k.tiles++ % writers()];
+    writer_free = ready + cost_.reduce;
+    if (trace_.ordered) release(counter, w, writer_free);
     ++k.step;
     k.phase = k.step < static_cast<int>(trace_.chains[k.chain].steps.size()) ? Phase::kCompute : Phase::kEpilogue;
-    k.t = serial() ? k.writer_free : k.compute_free;
+    k.t = serial() ? writer_free : k.compute_free;
   }
 
   void epilogue(int w) {
     Worker& k = workers_[w];
-    const double start = serial() ? std::max(k.compute_free, k.writer_free) : k.compute_free;
+    const double start = serial() ? std::max(k.compute_free, writers_done(k)) : k.compute_free;
     add(w, start, start + cost_.epilogue, SegmentKind::kEpilogue, 0, true);
     k.compute_free = start + cost_.epilogue;
     k.t = k.compute_free;
@@ -196,7 +208,7 @@ class Simulator {
     Worker& k = workers_[w];
     ++k.slot;
     k.phase = k.slot < trace_.items[k.item].num_chains ? Phase::kStartChain : Phase::kClaim;
-    k.t = serial() ? std::max(k.compute_free, k.writer_free) : k.compute_free;
+    k.t = after_chain(k);
   }
 
   void report_deadlock() {

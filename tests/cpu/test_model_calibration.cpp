@@ -46,7 +46,9 @@ TEST(ModelCalibration, RecoversTheCostsThatGeneratedTheMeasurements) {
   truth.reduce = 0.01;
   truth.handoff = 0.02;
   truth.prologue = truth.epilogue = 0.015;
-  truth.overlap_reduce = true;
+  truth.overlap_reduce = true;  // the calibration models the kernel's writers:
+  truth.dq_writers = 2;         // one per dQ stage,
+  truth.drain_between_chains = true;  // drained at the CTA barrier between chains
   const int workers = 16;
   CalibrationOptions options;
   options.workers = workers;

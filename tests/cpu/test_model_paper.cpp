@@ -58,6 +58,8 @@ TEST(ModelCriticalPath, EqualsTheSimulatedMakespan) {
       cost.compute = u(rng), cost.compute_masked = u(rng), cost.reduce = u(rng), cost.handoff = u(rng);
       cost.prologue = u(rng), cost.epilogue = u(rng), cost.reduce_dkv = u(rng);
       cost.overlap_reduce = rng() % 2 == 0;
+      cost.dq_writers = 1 + static_cast<int>(rng() % 3);
+      cost.drain_between_chains = rng() % 2 == 0;
       const Evaluation e = evaluate(owned.get(), kind, 7 + static_cast<int>(rng() % 60), Assignment::kDynamic, cost);
       if (e.sim.deadlock) continue;
       ASSERT_FALSE(e.path.cyclic);

@@ -33,6 +33,8 @@ model::CostModel jittery_cost(std::mt19937& rng) {
   cost.epilogue = u(rng);
   cost.reduce_dkv = u(rng);
   cost.overlap_reduce = rng() % 2 == 0;
+  cost.dq_writers = 1 + static_cast<int>(rng() % 2);
+  cost.drain_between_chains = rng() % 2 == 0;
   return cost;
 }
 
