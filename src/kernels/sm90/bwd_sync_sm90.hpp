@@ -21,7 +21,7 @@ enum class NamedBarrier : uint32_t {
 };
 
 // The dQ stage's "read by the bulk engine" barrier of one MMA warpgroup:
-// that warpgroup (128 threads) and the dQ writer warp (32) meet there.
+// that warpgroup (128 threads) and the stage's dQ writer warp (32) meet there.
 __device__ __forceinline__ constexpr uint32_t dq_empty_barrier(int stage, int warpgroup) {
   return static_cast<uint32_t>(NamedBarrier::kDqEmpty) + 2 * stage + warpgroup;
 }
