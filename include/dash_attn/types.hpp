@@ -19,7 +19,7 @@ enum class ScheduleKind {
   kDescending,      // DASH: descending Q-tile iteration
   kShift,           // DASH: cyclic shift (full masks)
   kSymmetricShift,  // DASH: paired chains with two-phase folding (causal)
-  kAuto,            // the cost model's pick for the shape
+  kAuto,            // the measured best deterministic order for the shape (resolve.hpp)
 };
 
 std::string_view to_string(DType dtype);
