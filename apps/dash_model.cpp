@@ -144,8 +144,8 @@ Options parse(int argc, char** argv) {
     else if (flag == "--overlap") o.cost.overlap_reduce = true, costs_given.insert(flag);
     else if (flag == "--dq-writers") {
       o.cost.dq_writers = parse_int(flag, value(), 1), costs_given.insert(flag);
-      if (o.cost.dq_writers > dm::kMaxDqWriters)
-        fail("--dq-writers expects at most " + std::to_string(dm::kMaxDqWriters) + ", got " + std::to_string(o.cost.dq_writers));
+      if (o.cost.dq_writers > dm::CostModel::kMaxDqWriters)
+        fail("--dq-writers expects at most " + std::to_string(dm::CostModel::kMaxDqWriters) + ", got " + std::to_string(o.cost.dq_writers));
     }
     else if (flag == "--drain") o.cost.drain_between_chains = true, costs_given.insert(flag);
     else if (flag == "--schedules") {

@@ -25,9 +25,15 @@ struct CostModel {
   // finished, as the kernel's CTA barrier between chains makes it.
   int dq_writers = 1;
   bool drain_between_chains = false;
-};
 
-// The most dq_writers the model keeps state for.
-inline constexpr int kMaxDqWriters = 4;
+  // What the simulator and the critical path both apply: serial mode has one
+  // writer and always waits for it; at most kMaxDqWriters stages.
+  static constexpr int kMaxDqWriters = 4;
+  int writers() const {
+    if (!overlap_reduce || dq_writers < 1) return 1;
+    return dq_writers < kMaxDqWriters ? dq_writers : kMaxDqWriters;
+  }
+  bool drains_between_chains() const { return !overlap_reduce || drain_between_chains; }
+};
 
 }  // namespace dash_attn::model

@@ -89,8 +89,8 @@ CriticalPath critical_path(const ScheduleTrace& trace, const SimResult& sim, con
   // Per ordered target: contributions by rank, linked in rank order at the end.
   std::vector<std::map<int, Contribution>> dq_order(trace.dq_contributors.size()), dkv_order(trace.num_dkv_tiles);
   const bool serial = !cost.overlap_reduce;
-  const int writers = serial ? 1 : std::clamp(cost.dq_writers, 1, kMaxDqWriters);
-  const bool drain = serial || cost.drain_between_chains;
+  const int writers = cost.writers();
+  const bool drain = cost.drains_between_chains();
   for (int w = 0; w < static_cast<int>(sim.worker_items.size()); ++w) {
     int last_compute = -1;                   // last node of the worker's compute stream
     std::vector<int> last_reduce(writers, -1);  // per dQ stage: its last add

@@ -7,7 +7,7 @@ namespace dash_attn::model {
 
 ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind requested, bool head_major) {
   const ScheduleKind kind = schedule::resolve_schedule(requested, problem);
-  const schedule::Schedule s(kind, head_major ? 1 : schedule::claim_interleave(kind));
+  const schedule::Schedule s = head_major ? schedule::Schedule(kind, 1) : schedule::Schedule(kind);
   ScheduleTrace trace;
   trace.kind = s.kind();
   trace.ordered = s.ordered();

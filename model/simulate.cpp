@@ -15,7 +15,7 @@ struct Worker {
   int item = -1, slot = 0, chain = -1, step = 0;
   int next_static = 0;  // kStatic: index of the next item among this worker's
   double compute_free = 0;
-  std::array<double, kMaxDqWriters> writer_free{};  // per dQ stage: its last add done
+  std::array<double, CostModel::kMaxDqWriters> writer_free{};  // per dQ stage: its last add done
   int tiles = 0;                                     // dQ tiles handed so far (stage = tiles mod writers)
   double compute_end = 0;  // end of the current step's compute
   double t = 0;            // when its next action can happen
@@ -63,13 +63,13 @@ class Simulator {
 
  private:
   bool serial() const { return !cost_.overlap_reduce; }
-  int writers() const { return serial() ? 1 : std::clamp(cost_.dq_writers, 1, kMaxDqWriters); }
+  int writers() const { return cost_.writers(); }
   double writers_done(const Worker& k) const {
     return *std::max_element(k.writer_free.begin(), k.writer_free.begin() + writers());
   }
-  // Where the worker's compute may go on after a chain, step or epilogue.
+  // Where the worker's compute may go on after a chain.
   double after_chain(const Worker& k) const {
-    return serial() || cost_.drain_between_chains ? std::max(k.compute_free, writers_done(k)) : k.compute_free;
+    return cost_.drains_between_chains() ? std::max(k.compute_free, writers_done(k)) : k.compute_free;
   }
 
   void add(int w, double start, double end, SegmentKind kind, int step, bool busy, bool on_writer = false) {

@@ -31,13 +31,12 @@ void backward(const BackwardArgs& args, const Options& options, cudaStream_t str
   sm90::BackwardMainConfig config;
   config.problem = host::backward_tile_problem(args.shape, options);
   const ScheduleKind kind = host::backward_schedule(args.shape, options);
-  config.schedule = schedule::Schedule(kind, schedule::claim_interleave(kind));
+  config.schedule = schedule::Schedule(kind);
   config.softmax_scale = host::resolved_softmax_scale(args.shape, options);
   // Wave schedules need a wave of co-resident CTAs; refuse rather than risk a hang.
   const int capacity = sm90::backward_main_capacity(args);
   const int cap = options.max_ctas > 0 ? std::min(options.max_ctas, capacity) : capacity;
-  const schedule::Schedule& chosen = config.schedule;
-  const int need = chosen.required_coresidency(config.problem);
+  const int need = config.schedule.required_coresidency(config.problem);
   if (need > cap)
     throw Error(ErrorCode::kUnsafeSchedule,
                 "dash_attn::backward: schedule '" + std::string(to_string(kind)) + "' needs " +
@@ -45,7 +44,7 @@ void backward(const BackwardArgs& args, const Options& options, cudaStream_t str
                     " are allowed (options.max_ctas = " + std::to_string(options.max_ctas) + ", device holds " +
                     std::to_string(capacity) + "); raise max_ctas or choose 'fa3' or 'descending', which run on any grid");
   config.cooperative = need > 1;
-  config.grid = chosen.launch_grid(config.problem, cap);
+  config.grid = config.schedule.launch_grid(config.problem, cap);
   sm90::launch_backward_preprocess(args, workspace, stream);
   sm90::launch_backward_main(args, workspace, config, stream);
   sm90::launch_backward_postprocess(args, workspace, config.softmax_scale, stream);

@@ -46,11 +46,12 @@ DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const T
 // 1k-8k (their chains no longer fill a wave with one head's dQ hand-offs);
 // more heads spread the claims over more Q/dO/dQ than L2 keeps (all heads:
 // atomic -30% at hdim 128 2k). atomic keeps 1: it has no hand-offs to spread,
-// and at 16k its L2 reuse is worth 2-4%. Wave schedules always take 1.
+// and at 16k its L2 reuse is worth 2-4%. Wave schedules take 1: a wave's
+// members must be claimed together.
 inline constexpr int kOrderedClaimInterleave = 8;
 
 DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved) {
-  return resolved == ScheduleKind::kAtomic ? 1 : kOrderedClaimInterleave;
+  return resolved == ScheduleKind::kFA3 || resolved == ScheduleKind::kDescending ? kOrderedClaimInterleave : 1;
 }
 
 }  // namespace dash_attn::schedule

@@ -66,8 +66,11 @@ class ChainCursor {
 class Schedule {
  public:
   // `kind` must be resolved (resolve_schedule) so that host and device agree.
-  // `interleaved_heads`: see total_items; wave schedules always take 1.
-  DASH_HOST_DEVICE explicit Schedule(ScheduleKind kind, int interleaved_heads = 1)
+  // The claim order is the kernel's (claim_interleave) unless a test or the
+  // paper's setting asks for another `interleaved_heads` (see total_items);
+  // wave schedules always take 1.
+  DASH_HOST_DEVICE explicit Schedule(ScheduleKind kind) : Schedule(kind, claim_interleave(kind)) {}
+  DASH_HOST_DEVICE Schedule(ScheduleKind kind, int interleaved_heads)
       : kind_(kind), interleaved_heads_(is_wave_kind(kind) || interleaved_heads < 1 ? 1 : interleaved_heads) {}
 
   DASH_HOST_DEVICE ScheduleKind kind() const { return kind_; }

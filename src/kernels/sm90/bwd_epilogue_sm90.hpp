@@ -25,9 +25,6 @@ struct BwdEpilogue {
 
   template <class FragDk, class FragDv>
   __device__ void store(const ChainWork& work, FragDk& dk, FragDv& dv) {
-    typename Traits::TiledMmaDkv mma_dkv;
-    Tensor coord = mma_dkv.get_thread_slice(thread).partition_C(
-        make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
     CUTE_UNROLL
     for (int i = 0; i < size(dk); ++i) dk(i) *= params.softmax_scale;
     if (params.dk_accum == nullptr) {
@@ -42,6 +39,9 @@ struct BwdEpilogue {
       fence_proxy_async_shared();
       return;
     }
+    typename Traits::TiledMmaDkv mma_dkv;
+    Tensor coord = mma_dkv.get_thread_slice(thread).partition_C(
+        make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
     const int64_t tile =
         (static_cast<int64_t>(work.batch) * params.problem.heads_kv + work.head_kv) * work.tiles.kv_tiles() + work.kv;
     const int rank = params.schedule.dkv_rank(params.problem, work.head_q);
@@ -55,7 +55,7 @@ struct BwdEpilogue {
   __device__ void stage(const Frag& acc, Element* buffer) const {
     typename Traits::TiledMmaDkv mma_dkv;
     Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
-    auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_dkv);
+    auto r2s = make_tiled_copy_C(typename Traits::SmemCopyAtomAcc{}, mma_dkv);
     auto thr_r2s = r2s.get_thread_slice(thread);
     Tensor converted = convert_fragment<Element>(acc);
     copy(r2s, thr_r2s.retile_S(converted), thr_r2s.partition_D(s_tile));

@@ -70,7 +70,7 @@ struct BwdMainloop {
     Tensor t_kt = thr_dq.partition_fragment_B(s_kt);
     // dS^T fragments -> shared memory with stmatrix: each 8x8 block row is 8
     // consecutive Q rows, contiguous in the M-major dS layout.
-    auto r2s_ds = make_tiled_copy_C(typename Traits::SmemCopyAtomDs{}, mma_sdp);
+    auto r2s_ds = make_tiled_copy_C(typename Traits::SmemCopyAtomAcc{}, mma_sdp);
     auto thr_r2s_ds = r2s_ds.get_thread_slice(thread);
     Tensor t_ds_store = thr_r2s_ds.partition_D(as_position_independent_swizzle_tensor(s_dst));
 

@@ -70,8 +70,10 @@ struct BwdTraits {
       SmemLayoutDs{}, make_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kDsStages>>{},
                                   Stride<Int<kBlockM>, _1, Int<kBlockM * kBlockN>>{})));
 
-  // dS^T registers (rows = keys) -> the M-major dS layout, where Q rows are contiguous.
-  using SmemCopyAtomDs = Copy_Atom<SM90_U32x4_STSM_N, Element>;
+  // Accumulator fragments -> shared memory with stmatrix, 8 consecutive
+  // elements of a fragment row contiguous: dS^T into the M-major dS layout
+  // (Q rows contiguous), dK/dV into K's layout (head_dim contiguous).
+  using SmemCopyAtomAcc = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 
   // wgmma tilings over the 256 MMA threads.
   using TiledMmaSdP = decltype(make_tiled_mma(
