@@ -39,7 +39,8 @@ if wanted tests; then
 fi
 if wanted bench && [ -x "$build/apps/dash-bench" ]; then
   step bench "${DASH_BENCH_LIMIT:-900}" "$build/apps/dash-bench" --grid "${DASH_BENCH_GRID:-standard}" \
-    --determinism-runs "${DASH_BENCH_RERUNS:-10}" --verify-max-seqlen "${DASH_BENCH_VERIFY_MAX:-2048}" --commit "$commit" --json "$out/bench.json"
+    --determinism-runs "${DASH_BENCH_RERUNS:-10}" --verify-max-seqlen "${DASH_BENCH_VERIFY_MAX:-2048}" --commit "$commit" --json "$out/bench.json" \
+    ${DASH_BENCH_ARGS:-}
 fi
 if wanted sanitizer && [ -n "${DASH_SANITIZE_FILTER:-}" ]; then
   step sanitizer "${DASH_SANITIZE_LIMIT:-600}" bash -c 'for tool in memcheck racecheck; do
@@ -49,6 +50,7 @@ fi
 if wanted python && python3 -c 'import torch' 2>/dev/null; then
   step python_tests "${DASH_PYTHON_LIMIT:-600}" "${package_env[@]}" python3 -m pytest -q -rs "$here/tests/python"
 fi
+# DASH_BENCH_ARGS passes more dash-bench options (e.g. --hdims 256).
 # Peers and the end-to-end block run dash_attn through the same package.
 # DASH_PEERS_ARGS / DASH_E2E_ARGS pass more
 # options (e.g. --quick, --impls ...); the JSON is rewritten after every

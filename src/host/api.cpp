@@ -25,9 +25,6 @@ void backward(const BackwardArgs& args, const Options& options, cudaStream_t str
   host::validate_problem("backward", args.shape, options);
   const host::BackwardWorkspace workspace = host::plan_backward_workspace(args.shape, options);
   host::validate_backward(args, options, workspace.total_bytes);
-  if (args.shape.head_dim > 128)
-    throw Error(ErrorCode::kNotSupported, "dash_attn::backward: head_dim " + std::to_string(args.shape.head_dim) +
-                                              " is not built yet for the sm90 backward (64 and 128 are)");
   sm90::BackwardMainConfig config;
   config.problem = host::backward_tile_problem(args.shape, options);
   const ScheduleKind kind = host::backward_schedule(args.shape, options);

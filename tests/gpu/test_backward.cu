@@ -80,7 +80,7 @@ std::vector<ProblemCase> accuracy_cases() {
   };
   std::vector<ProblemCase> cases;
   for (DType dtype : {DType::kBF16, DType::kFP16})
-    for (int64_t d : {64, 128})
+    for (int64_t d : {64, 128, 256})
       for (bool causal : {false, true})
         for (size_t i = 0; i < std::size(shapes); ++i) {
           ProblemShape s = shapes[i];

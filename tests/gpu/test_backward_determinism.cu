@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "backward_harness.hpp"
 #include "common/compare.hpp"
@@ -22,17 +23,18 @@ constexpr ScheduleKind kDeterministic[] = {ScheduleKind::kFA3, ScheduleKind::kDe
                                            ScheduleKind::kSymmetricShift, ScheduleKind::kAuto};
 
 // Medium shape: several waves of work, GQA (ordered dK/dV adds), partial tiles.
-BackwardCase medium_case(bool causal, ScheduleKind kind) {
-  return BackwardCase{DType::kBF16, ProblemShape{2, 1000, 1000, 4, 2, 128}, causal, kind, true, false};
+// head_dim 128 (square-ish 64 x 128 tiles) and 256 (the head_dim-split kernel).
+BackwardCase medium_case(bool causal, ScheduleKind kind, int64_t head_dim) {
+  return BackwardCase{DType::kBF16, ProblemShape{2, 1000, 1000, 4, 2, head_dim}, causal, kind, true, false};
 }
 
 // The fp64 reference forward of a medium shape costs seconds: one problem
-// per (mask, batch), shared by the tests (every schedule reads the same inputs).
-const BackwardProblem& medium_problem(bool causal, int64_t batch) {
-  static std::map<std::pair<bool, int64_t>, std::unique_ptr<BackwardProblem>> cache;
-  auto& slot = cache[{causal, batch}];
+// per (mask, batch, head_dim), shared by the tests (every schedule reads the same inputs).
+const BackwardProblem& medium_problem(bool causal, int64_t batch, int64_t head_dim) {
+  static std::map<std::tuple<bool, int64_t, int64_t>, std::unique_ptr<BackwardProblem>> cache;
+  auto& slot = cache[{causal, batch, head_dim}];
   if (!slot) {
-    BackwardCase c = medium_case(causal, ScheduleKind::kAuto);
+    BackwardCase c = medium_case(causal, ScheduleKind::kAuto, head_dim);
     c.shape.batch = batch;
     slot = std::make_unique<BackwardProblem>(c, 7);
   }
@@ -40,8 +42,8 @@ const BackwardProblem& medium_problem(bool causal, int64_t batch) {
 }
 
 // The cached problem, run with schedule `kind`.
-BackwardProblem medium_problem_for(bool causal, ScheduleKind kind, int64_t batch = 2) {
-  BackwardProblem p = medium_problem(causal, batch);
+BackwardProblem medium_problem_for(bool causal, ScheduleKind kind, int64_t head_dim, int64_t batch = 2) {
+  BackwardProblem p = medium_problem(causal, batch, head_dim);
   p.c.schedule = kind;
   return p;
 }
@@ -63,14 +65,14 @@ __global__ void count_differences(const uint16_t* a, const uint16_t* b, int64_t 
     }
 }
 
-class BackwardDeterminism : public ::testing::TestWithParam<std::tuple<bool, ScheduleKind>> {};
+class BackwardDeterminism : public ::testing::TestWithParam<std::tuple<bool, ScheduleKind, int64_t>> {};
 
 // 1000 reruns on one workspace, compared on the device against the first run.
 TEST_P(BackwardDeterminism, ThousandRerunsBitwiseEqual) {
   DASH_REQUIRE_SM90();
-  const auto [causal, kind] = GetParam();
-  const BackwardCase c = medium_case(causal, kind);
-  BackwardRunner runner(medium_problem_for(causal, kind));
+  const auto [causal, kind, head_dim] = GetParam();
+  const BackwardCase c = medium_case(causal, kind, head_dim);
+  BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
   const Options o = runner.options();
   runner.run(o);
   const DeviceBuffer<uint16_t> first_dq(runner.dq().size()), first_dk(runner.dk().size()), first_dv(runner.dk().size());
@@ -103,9 +105,9 @@ TEST_P(BackwardDeterminism, ThousandRerunsBitwiseEqual) {
 // wave are refused before anything runs.
 TEST_P(BackwardDeterminism, GridCapInvariant) {
   DASH_REQUIRE_SM90();
-  const auto [causal, kind] = GetParam();
-  const BackwardCase c = medium_case(causal, kind);
-  BackwardRunner runner(medium_problem_for(causal, kind));
+  const auto [causal, kind, head_dim] = GetParam();
+  const BackwardCase c = medium_case(causal, kind, head_dim);
+  BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
   runner.run(runner.options());
   const GradientBits reference = runner.bits();
   int sms = 0;
@@ -134,9 +136,9 @@ __global__ void occupy_sms(const volatile int* release) {
 
 TEST_P(BackwardDeterminism, EqualUnderConcurrentKernel) {
   DASH_REQUIRE_SM90();
-  const auto [causal, kind] = GetParam();
-  const BackwardCase c = medium_case(causal, kind);
-  BackwardRunner runner(medium_problem_for(causal, kind));
+  const auto [causal, kind, head_dim] = GetParam();
+  const BackwardCase c = medium_case(causal, kind, head_dim);
+  BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
   runner.run(runner.options());
   const GradientBits reference = runner.bits();
 
@@ -169,8 +171,8 @@ TEST_P(BackwardDeterminism, EqualUnderConcurrentKernel) {
 // A sequence's gradients do not depend on the other sequences of the batch.
 TEST_P(BackwardDeterminism, BatchInvariant) {
   DASH_REQUIRE_SM90();
-  const auto [causal, kind] = GetParam();
-  const BackwardProblem full = medium_problem_for(causal, kind, 3);
+  const auto [causal, kind, head_dim] = GetParam();
+  const BackwardProblem full = medium_problem_for(causal, kind, head_dim, 3);
   const BackwardCase& batch3 = full.c;
   BackwardRunner full_runner(full);
   full_runner.run(full_runner.options());
@@ -202,18 +204,20 @@ TEST_P(BackwardDeterminism, BatchInvariant) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backward, BackwardDeterminism,
-                         ::testing::Combine(::testing::Bool(), ::testing::ValuesIn(kDeterministic)),
-                         [](const ::testing::TestParamInfo<std::tuple<bool, ScheduleKind>>& info) {
+                         ::testing::Combine(::testing::Bool(), ::testing::ValuesIn(kDeterministic),
+                                            ::testing::Values(int64_t{128}, int64_t{256})),
+                         [](const ::testing::TestParamInfo<std::tuple<bool, ScheduleKind, int64_t>>& info) {
                            return std::string(std::get<0>(info.param) ? "causal_" : "full_") +
-                                  std::string(to_string(std::get<1>(info.param)));
+                                  std::string(to_string(std::get<1>(info.param))) + "_d" +
+                                  std::to_string(std::get<2>(info.param));
                          });
 
 // fa3 and descending add every dQ tile in ascending KV order on a full mask:
 // their dQ bits agree (dK, dV sum the Q tiles in different orders and may not).
 TEST(BackwardDeterminismAcrossSchedules, SharedReductionOrderGivesSameDq) {
   DASH_REQUIRE_SM90();
-  const BackwardCase c = medium_case(false, ScheduleKind::kFA3);
-  BackwardRunner runner(medium_problem_for(false, ScheduleKind::kFA3));
+  const BackwardCase c = medium_case(false, ScheduleKind::kFA3, 128);
+  BackwardRunner runner(medium_problem_for(false, ScheduleKind::kFA3, 128));
   runner.run(runner.options());
   const GradientBits fa3 = runner.bits();
   Options o = runner.options();

@@ -43,7 +43,8 @@ def max_error(a, b):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("shape", [(2, 128, 128, 4, 4, 128), (1, 257, 113, 8, 2, 64), (2, 77, 300, 4, 1, 128)])
+@pytest.mark.parametrize("shape", [(2, 128, 128, 4, 4, 128), (1, 257, 113, 8, 2, 64), (2, 77, 300, 4, 1, 128),
+                                   (1, 190, 190, 2, 1, 256)])
 def test_forward_and_gradients_match_sdpa(shape, causal):
     q, k, v = inputs(*shape)
     out = dash_attn.flash_attn_func(q, k, v, causal=causal)

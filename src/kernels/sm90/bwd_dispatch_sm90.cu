@@ -16,10 +16,13 @@ void launch_backward_main(const BackwardArgs& a, const host::BackwardWorkspace& 
     case 128:
       return bf16 ? launch_backward_main_instance<DType::kBF16, 128>(a, w, c, stream)
                   : launch_backward_main_instance<DType::kFP16, 128>(a, w, c, stream);
+    case 256:
+      return bf16 ? launch_backward_main_instance<DType::kBF16, 256>(a, w, c, stream)
+                  : launch_backward_main_instance<DType::kFP16, 256>(a, w, c, stream);
     default:
       throw Error(ErrorCode::kNotSupported,
                   "dash_attn::backward: head_dim " + std::to_string(a.shape.head_dim) +
-                      " has no compiled sm90 backward kernel (64 and 128 are built)");
+                      " has no compiled sm90 backward kernel (64, 128 and 256 are built)");
   }
 }
 

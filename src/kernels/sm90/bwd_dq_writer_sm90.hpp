@@ -39,7 +39,7 @@ struct DqWriter {
         (static_cast<int64_t>(work.batch) * params.problem.heads_q + work.head_q) * work.tiles.q_tiles();
     for (auto cursor = params.schedule.chain(work.tiles, work.kv); cursor.valid(); cursor.advance()) {
       const bool own_tile = dq_stage == own_stage;
-      dq_stage ^= 1;
+      dq_stage ^= Traits::kDqStages - 1;
       if (!own_tile) continue;
       const int q_tile = cursor.q_tile();
       const int rank = cursor.rank();

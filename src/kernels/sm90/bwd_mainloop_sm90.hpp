@@ -31,6 +31,7 @@ struct BwdMainloop {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr uint32_t kDqBarrierThreads = Traits::kMmaThreads + 32;
+  static constexpr int kDsElements = cosize_v<typename Traits::SmemLayoutDs>;
 
   const BwdParams<Traits>& params;
   SharedStorage& smem;
@@ -59,6 +60,8 @@ struct BwdMainloop {
     Tensor s_v = make_tensor(make_smem_ptr(smem.v), typename Traits::SmemLayoutK{});
     Tensor s_ds = make_tensor(make_smem_ptr(smem.ds), typename Traits::SmemLayoutDs{});
     Tensor s_dst = make_tensor(make_smem_ptr(smem.ds), typename Traits::SmemLayoutDst{});
+    // P^T stages after the dS stages (kSplitHeadDim: P^T goes through shared memory too).
+    Tensor s_pt = make_tensor(make_smem_ptr(smem.ds + kDsElements), typename Traits::SmemLayoutDst{});
 
     Tensor t_k = thr_sdp.partition_fragment_A(s_k);
     Tensor t_v = thr_sdp.partition_fragment_A(s_v);
@@ -121,20 +124,31 @@ struct BwdMainloop {
       Tensor p16 = convert_fragment<Element>(s_acc);
       Tensor ds16 = convert_fragment<Element>(dp_acc);
       copy(r2s_ds, thr_r2s_ds.retile_S(ds16), t_ds_store(_, _, _, ds_stage));
+      if constexpr (Traits::kSplitHeadDim)
+        copy(r2s_ds, thr_r2s_ds.retile_S(p16), thr_r2s_ds.partition_D(as_position_independent_swizzle_tensor(s_pt))(_, _, _, ds_stage));
       fence_proxy_async_shared();
 
-      Tensor p_a = make_tensor(p16.data(), accumulator_as_a_operand(p16.layout()));
-      Tensor ds_a = make_tensor(ds16.data(), accumulator_as_a_operand(ds16.layout()));
-      wgmma_gemm<false>(mma_dkv, p_a, t_dot(_, _, _, stage), dv);
-
-      // dQ needs both warpgroups' dS columns.
-      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDsReady), Traits::kMmaThreads);
-      Tensor dq_acc = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      wgmma_gemm<true>(mma_dq, t_ds(_, _, _, ds_stage), t_kt, dq_acc);
-      wgmma_gemm<false>(mma_dkv, ds_a, t_qt(_, _, _, stage), dk);
-
-      warpgroup_wait<1>();
-      store_dq_tile(dq_acc, coord_dq);
+      if constexpr (Traits::kSplitHeadDim) {
+        // Every GEMM reads both warpgroups' Q rows of P^T and dS^T.
+        named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDsReady), Traits::kMmaThreads);
+        Tensor dq_acc = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+        wgmma_gemm<true>(mma_dq, t_ds(_, _, _, ds_stage), t_kt, dq_acc);
+        wgmma_gemm<false>(mma_dkv, thr_dkv.partition_fragment_A(s_pt)(_, _, _, ds_stage), t_dot(_, _, _, stage), dv);
+        wgmma_gemm<false>(mma_dkv, thr_dkv.partition_fragment_A(s_dst)(_, _, _, ds_stage), t_qt(_, _, _, stage), dk);
+        warpgroup_wait<2>();
+        store_dq_tile(dq_acc, coord_dq);
+      } else {
+        Tensor p_a = make_tensor(p16.data(), accumulator_as_a_operand(p16.layout()));
+        Tensor ds_a = make_tensor(ds16.data(), accumulator_as_a_operand(ds16.layout()));
+        wgmma_gemm<false>(mma_dkv, p_a, t_dot(_, _, _, stage), dv);
+        // dQ needs both warpgroups' dS columns.
+        named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDsReady), Traits::kMmaThreads);
+        Tensor dq_acc = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+        wgmma_gemm<true>(mma_dq, t_ds(_, _, _, ds_stage), t_kt, dq_acc);
+        wgmma_gemm<false>(mma_dkv, ds_a, t_qt(_, _, _, stage), dk);
+        warpgroup_wait<1>();
+        store_dq_tile(dq_acc, coord_dq);
+      }
       warpgroup_wait<0>();
       // Q and dO of this stage are no longer read by any wgmma: hand them back.
       if (thread % 32 == 0) {
@@ -161,7 +175,7 @@ struct BwdMainloop {
     }
     fence_proxy_async_shared();
     named_barrier_arrive(full, kDqBarrierThreads);
-    dq_stage ^= 1;
+    dq_stage ^= Traits::kDqStages - 1;
   }
 };
 

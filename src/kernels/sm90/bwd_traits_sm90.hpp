@@ -9,7 +9,15 @@
 //   dV  += P^T dO    (kBlockN x d)        RS: P^T from registers
 //   dK  += dS^T Q    (kBlockN x d)        RS: dS^T from registers
 //   dQ   = dS K      (kBlockM x d)        SS: dS through shared memory (both halves of the keys)
+//
+// head_dim 256 (kSplitHeadDim): dK and dV of a 64-key tile already take 128
+// registers per MMA thread and 64 keys cannot be split (wgmma M is 64), so the warpgroups split the Q
+// rows of S^T, dP^T (n32 wgmmas) and head_dim of dV, dK, dQ; P^T joins dS^T in
+// shared memory and dV, dK become SS GEMMs over all Q rows. Q, dO and the dQ
+// stage are single-buffered to fit 227 KB (FA3 makes the same trade at 256).
 #pragma once
+
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
@@ -29,7 +37,9 @@ struct BwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = backward_tile(kHeadDim).block_m;
   static constexpr int kBlockN = backward_tile(kHeadDim).block_n;
-  static_assert(kBlockN == 128, "two MMA warpgroups split the KV tile in halves of 64 keys");
+  static constexpr bool kSplitHeadDim = kBlockN == 64;
+  static_assert(kBlockN == 128 || (kSplitHeadDim && kBlockM == 64),
+                "two MMA warpgroups split the KV tile in halves of 64 keys, or the Q rows and head_dim");
 
   // Warp roles: warpgroup 0 = producer warp (TMA) + one dQ writer warp per dQ
   // stage + 1 idle warp; warpgroups 1-2 = MMA. setmaxnreg moves registers inside the CTA's
@@ -44,10 +54,12 @@ struct BwdTraits {
   static constexpr int kLaunchRegisters = 65536 / kThreads / 8 * 8;
   static_assert(128 * kProducerRegisters + kMmaThreads * kMmaRegisters <= kThreads * kLaunchRegisters,
                 "setmaxnreg must stay within the CTA's register allocation");
-  static constexpr int kStages = 2;     // Q and dO pipeline depth
-  static constexpr int kDsStages = 2;   // lets one warpgroup write dS(j+1) while the other still reads dS(j)
-  static constexpr int kDqStages = 2;   // lets the MMA run a tile ahead of the ordered dQ reduction
-  static_assert(kDqStages <= 3, "one writer warp per dQ stage next to the producer warp in warpgroup 0");
+  static constexpr int kStages = kSplitHeadDim ? 1 : 2;    // Q and dO pipeline depth
+  static constexpr int kDsStages = 2;                      // lets one warpgroup write dS(j+1) while the other still reads dS(j)
+  static constexpr int kDqStages = kSplitHeadDim ? 1 : 2;  // lets the MMA run a tile ahead of the ordered dQ reduction
+  // dS^T stages, followed by as many P^T stages when P^T goes through shared memory.
+  static constexpr int kDsBuffers = kSplitHeadDim ? 2 : 1;
+  static_assert(kDqStages == 1 || kDqStages == 2, "stages alternate (dq_stage ^= kDqStages - 1); one writer warp each");
 
   using TileShapeMNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
 
@@ -75,13 +87,20 @@ struct BwdTraits {
   // (Q rows contiguous), dK/dV into K's layout (head_dim contiguous).
   using SmemCopyAtomAcc = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 
-  // wgmma tilings over the 256 MMA threads.
+  // wgmma tilings over the 256 MMA threads: the warpgroups split the keys
+  // (M), or with kSplitHeadDim the Q rows of S^T, dP^T and head_dim of dK, dV (N).
+  static constexpr int kKeyGroups = kSplitHeadDim ? 1 : 2;
+  static constexpr int kColumnGroups = 2 / kKeyGroups;
+  using MmaGroups = Layout<Shape<Int<kKeyGroups>, Int<kColumnGroups>, _1>>;
   using TiledMmaSdP = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM>, Int<kHeadDim>>>(), Layout<Shape<_2, _1, _1>>{}));
-  using TiledMmaDkv = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>, GMMA::Major::K,
-                           GMMA::Major::MN>(),
-      Layout<Shape<_2, _1, _1>>{}));
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM / kColumnGroups>, Int<kHeadDim>>>(),
+      MmaGroups{}));
+  // dV, dK: P^T, dS^T as register A operands, or (kSplitHeadDim) from shared memory, K-major.
+  using MmaDkvShape = Shape<_64, Int<kHeadDim / kColumnGroups>, Int<kBlockM>>;
+  using MmaDkvAtom = std::conditional_t<
+      kSplitHeadDim, decltype(GMMA::ss_op_selector<Element, Element, float, MmaDkvShape, GMMA::Major::K, GMMA::Major::MN>()),
+      decltype(GMMA::rs_op_selector<Element, Element, float, MmaDkvShape, GMMA::Major::K, GMMA::Major::MN>())>;
+  using TiledMmaDkv = decltype(make_tiled_mma(MmaDkvAtom{}, MmaGroups{}));
   // dQ: 64 x 64 per warpgroup, split along rows when kBlockM = 128, along head_dim otherwise.
   static constexpr int kDqAtomM = kBlockM == 128 ? 2 : 1;
   static constexpr int kDqAtomN = 2 / kDqAtomM;
@@ -101,7 +120,7 @@ struct BwdTraits {
     alignas(1024) Element dout[cosize_v<SmemLayoutQ>];
     alignas(1024) Element k[cosize_v<SmemLayoutK>];
     alignas(1024) Element v[cosize_v<SmemLayoutK>];
-    alignas(1024) Element ds[cosize_v<SmemLayoutDs>];
+    alignas(1024) Element ds[kDsBuffers * cosize_v<SmemLayoutDs>];
     alignas(128) float dq[kDqStages][kDqTileFloats];
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dpsum[kStages][kBlockM];
