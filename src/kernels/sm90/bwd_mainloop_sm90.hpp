@@ -150,11 +150,14 @@ struct BwdMainloop {
         store_dq_tile(dq_acc, coord_dq);
       }
       warpgroup_wait<0>();
-      // Q and dO of this stage are no longer read by any wgmma: hand them back.
-      if (thread % 32 == 0) {
-        cutlass::arch::ClusterBarrier::arrive(&smem.q_empty[stage]);
-        cutlass::arch::ClusterBarrier::arrive(&smem.dout_empty[stage]);
-      }
+      // Q, dO and the row statistics of this stage are no longer read: hand
+      // them back. Every thread releases the Q stage, whose LSE and D it read
+      // with ordinary loads, so each read is ordered before the producer's next
+      // bulk copy by that thread's own arrive (one arrive per warp after the
+      // dS barrier is ordered too, through the barrier, but racecheck cannot
+      // see that and reports the reuse); dO is read by wgmma only.
+      cutlass::arch::ClusterBarrier::arrive(&smem.q_empty[stage]);
+      if (thread % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&smem.dout_empty[stage]);
       pipe.advance();
       ds_stage ^= 1;
     }

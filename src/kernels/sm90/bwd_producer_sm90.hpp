@@ -51,13 +51,14 @@ struct BwdProducer {
       const int stage = pipe.stage;
       const int64_t first_row = row_stats + static_cast<int64_t>(q_tile) * kBlockM;
       cutlass::arch::ClusterBarrier::wait(&smem.q_empty[stage], pipe.phase ^ 1);
-      Barrier::arrive_and_expect_tx(&smem.q_full[stage], Traits::kQBytes + Traits::kRowStatBytes);
+      // Both row statistics travel with Q: the Q stage is the one every MMA thread releases.
+      Barrier::arrive_and_expect_tx(&smem.q_full[stage], Traits::kQBytes + 2 * Traits::kRowStatBytes);
       copy(params.tma_q.with(smem.q_full[stage]), tma_g_q(_, q_tile), tma_s_q(_, stage));
       bulk_copy_g2s(smem.lse_log2[stage], params.lse_log2 + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
+      bulk_copy_g2s(smem.dpsum[stage], params.dpsum + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
       cutlass::arch::ClusterBarrier::wait(&smem.dout_empty[stage], pipe.phase ^ 1);
-      Barrier::arrive_and_expect_tx(&smem.dout_full[stage], Traits::kQBytes + Traits::kRowStatBytes);
+      Barrier::arrive_and_expect_tx(&smem.dout_full[stage], Traits::kQBytes);
       copy(params.tma_dout.with(smem.dout_full[stage]), tma_g_do(_, q_tile), tma_s_do(_, stage));
-      bulk_copy_g2s(smem.dpsum[stage], params.dpsum + first_row, Traits::kRowStatBytes, &smem.dout_full[stage]);
       pipe.advance();
     }
   }
