@@ -5,7 +5,7 @@ dash_attn relative to the best peer, the bitwise rerun results and the modes
 that were refused. FA3 columns are anchors measured once (issues 4 and 5),
 not measured in the run; they are labelled so.
 
-    python3 bench/make_tables.py DASH_BENCH.json|- PEERS.json [bench/fa3_anchors.json] > tables.md
+    python3 bench/make_tables.py DASH_BENCH.json|- PEERS.json [bench/fa3_anchors.json] [--hdims 256] > tables.md
 """
 import argparse
 import json
@@ -46,16 +46,18 @@ def _dash_bench_series(ours, pass_, head_dim, mask, schedule=None):
 
 
 def _anchor_rows(anchors, pass_, key):
+    if key not in anchors["fwd"]:
+        return []  # the anchors cover hdim 64 and 128
     if pass_ == "fwd":
         return [("FA3 (anchor)", anchors["fwd"][key])]
     return [("FA3 non-det. (anchor)", anchors["bwd_nondeterministic"][key]),
             ("FA3 det. (anchor)", anchors["bwd_deterministic"][key])]
 
 
-def tflops_table(ours, peers, anchors, pass_):
+def tflops_table(ours, peers, anchors, pass_, configs=CONFIGS):
     """One line per (hdim, mask, implementation): TFLOPS at each seqlen."""
     lines = []
-    for head_dim, mask in CONFIGS:
+    for head_dim, mask in configs:
         key = f"{head_dim} {mask}"
         named = []
         if ours:
@@ -87,7 +89,7 @@ def best_peer_series(rows, pass_, head_dim, mask):
     return best
 
 
-def ratio_table(ours, peers, anchors):
+def ratio_table(ours, peers, anchors, configs=CONFIGS):
     """dash_attn (package, in the peers run) as % of the best peer of that run
     (any mode, and the best deterministic one); dash-bench's numbers (another
     process) as % of that best peer and of the FA3 anchors. Backward:
@@ -95,7 +97,7 @@ def ratio_table(ours, peers, anchors):
     anchor."""
     none, lines = [None] * len(SEQLENS), []
     for pass_ in peer_rows.PASSES:
-        for head_dim, mask in CONFIGS:
+        for head_dim, mask in configs:
             key = f"{head_dim} {mask}"
             shape = dict(impl=peer_rows.DASH, head_dim=head_dim, mask=mask, **{"pass": pass_})
             cells = [series(peers["rows"], field="ratio_to_best_peer", deterministic=True, **shape),
@@ -106,8 +108,8 @@ def ratio_table(ours, peers, anchors):
             mine = _dash_bench_series(ours, pass_, head_dim, mask, None if pass_ == "fwd" else "auto") \
                 if ours else none
             cells.append(_ratio(mine, best_peer_series(peers["rows"], pass_, head_dim, mask)))
-            cells.append(_ratio(mine, anchors["fwd" if pass_ == "fwd" else "bwd_deterministic"][key])
-                         if anchors else none)
+            anchor = anchors["fwd" if pass_ == "fwd" else "bwd_deterministic"].get(key) if anchors else None
+            cells.append(_ratio(mine, anchor) if anchor else none)
             if any(v is not None for cell in cells for v in cell):
                 lines.append([pass_, key] + [" ".join(_percent(v) for v in cell) for cell in cells])
     header = ["pass", "hdim, mask", "det. % of best peer", "det. % of best det. peer", "atomic % of best peer",
@@ -115,9 +117,9 @@ def ratio_table(ours, peers, anchors):
     return _table(header, lines)
 
 
-def schedule_table(ours):
+def schedule_table(ours, configs=CONFIGS):
     lines = []
-    for head_dim, mask in CONFIGS:
+    for head_dim, mask in configs:
         per = [_dash_bench_series(ours, "bwd", head_dim, mask, s) for s in BWD_SCHEDULES]
         if any(v is not None for p in per for v in p):
             lines.append([f"{head_dim} {mask}"] + [" ".join(_number(v) for v in p) for p in per])
@@ -155,7 +157,7 @@ def refused_lines(peers):
     return [f"- {label} {pass_}: {status} ({count} rows)" for (label, pass_), (status, count) in reasons.items()]
 
 
-def render(ours, peers, anchors):
+def render(ours, peers, anchors, configs=CONFIGS):
     """The whole markdown text; ours (dash-bench JSON) and anchors may be None."""
     out = []
     if ours:
@@ -165,15 +167,15 @@ def render(ours, peers, anchors):
     if anchors:
         out.append(f"FA3 rows are anchors, not measured in this run: {anchors.get('source', '')}.")
     for pass_, name in (("fwd", "Forward"), ("bwd", "Backward")):
-        out += ["", f"### {name} (TFLOPS)", "", tflops_table(ours, peers, anchors, pass_)]
+        out += ["", f"### {name} (TFLOPS)", "", tflops_table(ours, peers, anchors, pass_, configs)]
     out += ["", "### dash_attn relative to the best peer (%, seqlen 512 1k 2k 4k 8k 16k)", "",
             "Peers: every implementation but dash_attn in the peers run; det. peers ran in their deterministic "
             "mode and, for the backward, reran bitwise equal. det./atomic: dash_attn through its package in the "
             "peers run; dash-bench: forward, and the auto (deterministic) backward against FA3's deterministic "
-            "anchor.", "", ratio_table(ours, peers, anchors)]
+            "anchor.", "", ratio_table(ours, peers, anchors, configs)]
     if ours:
         out += ["", "### Backward per schedule, dash-bench (TFLOPS, seqlen 512 1k 2k 4k 8k 16k)", "",
-                schedule_table(ours)]
+                schedule_table(ours, configs)]
     if any("bitwise" in r for r in peers["rows"]):
         out += ["", "### Backward reruns (same inputs, twice)", "", determinism_table(peers)]
     refused = refused_lines(peers)
@@ -187,13 +189,15 @@ def main(argv=None):
     parser.add_argument("dash_bench", help="dash-bench JSON, or - for none")
     parser.add_argument("peers", help="bench/peers.py JSON")
     parser.add_argument("anchors", nargs="?", default=str(pathlib.Path(__file__).with_name("fa3_anchors.json")))
+    parser.add_argument("--hdims", default="64,128", help="head dims of the tables (the standard grid: 64,128)")
     args = parser.parse_args(argv)
     ours = None if args.dash_bench == "-" else json.load(open(args.dash_bench))
     if ours:
         ours["rows"] = peer_rows.standard_grid_rows(ours["rows"])
     peers = peer_rows.load_peers(json.load(open(args.peers)))
     anchors = json.load(open(args.anchors)) if args.anchors != "-" else None
-    sys.stdout.write(render(ours, peers, anchors))
+    configs = [(int(h), m) for h in args.hdims.split(",") for m in ("full", "causal")]
+    sys.stdout.write(render(ours, peers, anchors, configs))
 
 
 if __name__ == "__main__":

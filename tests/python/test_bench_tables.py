@@ -140,3 +140,18 @@ def test_e2e_table_rows_ratios_and_refusals():
     assert "| 4096 | SDPA default (FLASH_ATTENTION) | 10.00 (10.00-10.00) | 100 | 4.00 | 40.0 | 100.0 | 125.0 |" in text
     assert "| 4096 | SDPA cuDNN det. | unsupported: synthetic reason |" in text
     assert "- not measured: fa3: not importable" in text
+
+
+def test_tables_for_a_head_dim_without_anchors(tmp_path, capsys):
+    """--hdims 256: the FA3 anchors cover 64 and 128 only, so 256 gets no anchor rows or ratios."""
+    ours, peers = dash_bench_fixture(), peers_document()
+    for row in ours["rows"] + peers["rows"]:
+        row["head_dim"] = 256 if row["head_dim"] == 128 else row["head_dim"]
+    (tmp_path / "ours.json").write_text(json.dumps(ours))
+    (tmp_path / "peers.json").write_text(json.dumps(peers))
+    make_tables.main([str(tmp_path / "ours.json"), str(tmp_path / "peers.json"), "--hdims", "256"])
+    text = capsys.readouterr().out
+    assert "| 256 causal | dash_attn (dash-bench) | 100 | 101 | 102 | 103 | 104 | 105 |" in text
+    assert "| 64 full |" not in text and "| 256 full | FA3" not in text
+    line = next(x for x in text.splitlines() if x.startswith("| fwd | 256 full |"))
+    assert line.endswith("| - - - - - - |")
