@@ -23,7 +23,7 @@ inline constexpr int kAutoDescendingMinKvTiles = 64;
 //   by 5-30% on hdim 128 causal rows (64 x 128 tiles); except causal heads
 //   with square tiles (hdim 64's 128 x 128, hdim 256's 64 x 64) and fewer
 //   than 64 KV tiles, where fa3 is ahead by 2-11% (hdim 256: 1-6% at 512-2k,
-//   while descending is 14-64% ahead from 64 KV tiles, 2026-12-01 b228d52). A varlen causal batch gets descending whatever its
+//   while descending is 14-65% ahead from 64 KV tiles, 2026-12-01 b228d52). A varlen causal batch gets descending whatever its
 //   lengths: choosing by length would let other sequences of the batch change
 //   a sequence's bits.
 DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const TileProblem& p) {

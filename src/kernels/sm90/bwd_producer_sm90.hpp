@@ -1,6 +1,6 @@
 // The producer warp: TMA loads of K and V once per chain, and of Q (+ its
-// LSE row stats) and dO (+ D) per Q tile through the mbarrier pipelines, in
-// the chain's Q-tile order. One lane issues everything.
+// row statistics LSE and D) and dO per Q tile through the mbarrier pipelines,
+// in the chain's Q-tile order. One lane issues everything.
 #pragma once
 
 #include "bwd_mainloop_sm90.hpp"
