@@ -11,10 +11,11 @@
 //   dQ   = dS K      (kBlockM x d)        SS: dS through shared memory (both halves of the keys)
 //
 // head_dim 256 (kSplitHeadDim): dK and dV of a 64-key tile already take 128
-// registers per MMA thread and 64 keys cannot be split (wgmma M is 64), so the warpgroups split the Q
-// rows of S^T, dP^T (n32 wgmmas) and head_dim of dV, dK, dQ; P^T joins dS^T in
-// shared memory and dV, dK become SS GEMMs over all Q rows. Q, dO and the dQ
-// stage are single-buffered to fit 227 KB (FA3 makes the same trade at 256).
+// registers per MMA thread and 64 keys cannot be split (wgmma M is 64), so
+// the warpgroups split the Q rows of S^T, dP^T (n32 wgmmas) and head_dim of
+// dV, dK, dQ; P^T joins dS^T in shared memory and dV, dK become SS GEMMs over
+// all Q rows. Q, dO and the dQ stage are single-buffered to fit 227 KB (FA3
+// makes the same trade at 256).
 #pragma once
 
 #include <type_traits>
@@ -101,7 +102,7 @@ struct BwdTraits {
       kSplitHeadDim, decltype(GMMA::ss_op_selector<Element, Element, float, MmaDkvShape, GMMA::Major::K, GMMA::Major::MN>()),
       decltype(GMMA::rs_op_selector<Element, Element, float, MmaDkvShape, GMMA::Major::K, GMMA::Major::MN>())>;
   using TiledMmaDkv = decltype(make_tiled_mma(MmaDkvAtom{}, MmaGroups{}));
-  // dQ: 64 x 64 per warpgroup, split along rows when kBlockM = 128, along head_dim otherwise.
+  // dQ: 64 rows per warpgroup, split along rows when kBlockM = 128, along head_dim otherwise.
   static constexpr int kDqAtomM = kBlockM == 128 ? 2 : 1;
   static constexpr int kDqAtomN = 2 / kDqAtomM;
   static_assert(kHeadDim / kDqAtomN <= 256 && kBlockM / kDqAtomM == 64, "dQ tiling");
