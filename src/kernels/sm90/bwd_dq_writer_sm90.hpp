@@ -31,8 +31,10 @@ struct DqWriter {
   int own_stage;     // the dQ stage this warp drains
   int dq_stage = 0;  // stage of the chain's next tile (stages alternate per tile across chains)
 
-  // This warp's stage starts empty.
-  __device__ void start() { release_stage(own_stage); }
+  // This warp's stage starts empty (kDqInQStage: the producer owns it first).
+  __device__ void start() {
+    if constexpr (!Traits::kDqInQStage) release_stage(own_stage);
+  }
 
   __device__ void run_chain(const ChainWork& work) {
     const int64_t head_tiles =
@@ -51,13 +53,20 @@ struct DqWriter {
       named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDqFull0) + own_stage, kBarrierThreads);
       if (lane == 0) {
         if (counter != nullptr) fence_proxy_async_global();
-        bulk_reduce_add_f32(params.dq_accum + (head_tiles + q_tile) * Traits::kDqTileFloats, smem.dq[own_stage],
-                            kTileBytes);
+        float* tile = params.dq_accum + (head_tiles + q_tile) * Traits::kDqTileFloats;
+        if constexpr (Traits::kDqInQStage) {
+          for (int half = 0; half < 2; ++half)
+            bulk_reduce_add_f32(tile + half * (Traits::kDqTileFloats / 2), smem.dq_half(own_stage, half), kTileBytes / 2);
+        } else {
+          bulk_reduce_add_f32(tile, smem.dq[own_stage], kTileBytes);
+        }
         bulk_commit_group();
         bulk_wait_all_read();
+        // The Q/dO stage under the tile goes back to the producer.
+        if constexpr (Traits::kDqInQStage) cutlass::arch::ClusterBarrier::arrive(&smem.q_empty[own_stage]);
       }
       __syncwarp();
-      release_stage(own_stage);
+      if constexpr (!Traits::kDqInQStage) release_stage(own_stage);
       if (lane == 0 && counter != nullptr) {
         bulk_wait_all_complete();
         fence_proxy_async_global();

@@ -38,7 +38,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
     for (int s = 0; s < Traits::kStages; ++s) {
       cutlass::arch::ClusterBarrier::init(&smem.q_full[s], 1);
       cutlass::arch::ClusterBarrier::init(&smem.dout_full[s], 1);
-      cutlass::arch::ClusterBarrier::init(&smem.q_empty[s], Traits::kMmaThreads);
+      // Every MMA thread releases a Q stage, and with kDqInQStage its dQ writer too.
+      cutlass::arch::ClusterBarrier::init(&smem.q_empty[s], Traits::kMmaThreads + (Traits::kDqInQStage ? 1 : 0));
       cutlass::arch::ClusterBarrier::init(&smem.dout_empty[s], Traits::kMmaThreads / 32);
     }
     cutlass::arch::ClusterBarrier::init(&smem.kv_full, 1);

@@ -135,8 +135,10 @@ struct BwdMainloop {
         wgmma_gemm<true>(mma_dq, t_ds(_, _, _, ds_stage), t_kt, dq_acc);
         wgmma_gemm<false>(mma_dkv, thr_dkv.partition_fragment_A(s_pt)(_, _, _, ds_stage), t_dot(_, _, _, stage), dv);
         wgmma_gemm<false>(mma_dkv, thr_dkv.partition_fragment_A(s_dst)(_, _, _, ds_stage), t_qt(_, _, _, stage), dk);
-        warpgroup_wait<2>();
-        store_dq_tile(dq_acc, coord_dq);
+        warpgroup_wait<0>();
+        // The other warpgroup's dK and dV GEMMs may still read this Q and dO.
+        named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kQStageRead), Traits::kMmaThreads);
+        store_dq_over_stage(dq_acc, coord_dq, stage);
       } else {
         Tensor p_a = make_tensor(p16.data(), accumulator_as_a_operand(p16.layout()));
         Tensor ds_a = make_tensor(ds16.data(), accumulator_as_a_operand(ds16.layout()));
@@ -152,18 +154,38 @@ struct BwdMainloop {
       warpgroup_wait<0>();
       // Q, dO and the row statistics of this stage are no longer read: hand
       // them back. Every thread releases the Q stage, whose LSE and D it read
-      // with ordinary loads, so each read is ordered before the producer's next
-      // bulk copy by that thread's own arrive (one arrive per warp after the
-      // dS barrier is ordered too, through the barrier, but racecheck cannot
-      // see that and reports the reuse); dO is read by wgmma only.
+      // with ordinary loads (and, kDqInQStage, over which it wrote dQ), so
+      // each access is ordered before the producer's next copy by that
+      // thread's own arrive (one arrive per warp after a barrier is ordered
+      // too, but racecheck cannot see that and reports the reuse); dO is read
+      // by wgmma only. kDqInQStage: the dQ writer arrives on q_empty too, after
+      // its bulk add has read the stage, and q_empty guards dO as well.
       cutlass::arch::ClusterBarrier::arrive(&smem.q_empty[stage]);
-      if (thread % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&smem.dout_empty[stage]);
+      if constexpr (!Traits::kDqInQStage)
+        if (thread % 32 == 0) cutlass::arch::ClusterBarrier::arrive(&smem.dout_empty[stage]);
       pipe.advance();
       ds_stage ^= 1;
     }
   }
 
  private:
+  // kDqInQStage: partial dQ -> the Q/dO stage this step has finished reading
+  // (the stage's dQ writer warp drains it), then signal that writer.
+  template <class FragDq, class CoordDq>
+  __device__ void store_dq_over_stage(const FragDq& dq_acc, const CoordDq& coord_dq, int stage) {
+    constexpr int kHalfRows = kBlockM / 2;
+    float* first = smem.dq_half(stage, 0);
+    float* second = smem.dq_half(stage, 1) - kHalfRows * kHeadDim;  // indexed by the tile row
+    CUTE_UNROLL
+    for (int i = 0; i < size(dq_acc); i += 2) {
+      const int row = get<0>(coord_dq(i)), col = get<1>(coord_dq(i));
+      float* tile = row < kHalfRows ? first : second;
+      *reinterpret_cast<float2*>(tile + dq_offset(row, col, kHeadDim)) = make_float2(dq_acc(i), dq_acc(i + 1));
+    }
+    fence_proxy_async_shared();
+    named_barrier_arrive(static_cast<uint32_t>(NamedBarrier::kDqFull0) + stage, kDqBarrierThreads);
+  }
+
   // Partial dQ -> shared memory stage, then signal the dQ writer.
   template <class FragDq, class CoordDq>
   __device__ void store_dq_tile(const FragDq& dq_acc, const CoordDq& coord_dq) {

@@ -56,7 +56,8 @@ struct BwdProducer {
       copy(params.tma_q.with(smem.q_full[stage]), tma_g_q(_, q_tile), tma_s_q(_, stage));
       bulk_copy_g2s(smem.lse_log2[stage], params.lse_log2 + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
       bulk_copy_g2s(smem.dpsum[stage], params.dpsum + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
-      cutlass::arch::ClusterBarrier::wait(&smem.dout_empty[stage], pipe.phase ^ 1);
+      // kDqInQStage: q_empty covers dO too (the dQ tile lay over both).
+      if constexpr (!Traits::kDqInQStage) cutlass::arch::ClusterBarrier::wait(&smem.dout_empty[stage], pipe.phase ^ 1);
       Barrier::arrive_and_expect_tx(&smem.dout_full[stage], Traits::kQBytes);
       copy(params.tma_dout.with(smem.dout_full[stage]), tma_g_do(_, q_tile), tma_s_do(_, stage));
       pipe.advance();

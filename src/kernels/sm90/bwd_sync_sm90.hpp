@@ -15,6 +15,7 @@ enum class NamedBarrier : uint32_t {
   kDsReady = 1,     // both MMA warpgroups wrote their dS columns to shared memory
   kDqFull0 = 2,     // MMA warpgroups -> dQ writer: partial dQ tile in stage 0 ready
   kDqFull1 = 3,
+  kQStageRead = 4,  // kDqInQStage: both MMA warpgroups' GEMMs have read a Q/dO stage, dQ may overwrite it
   kEpilogue = 6,    // MMA warpgroups only: ordered dK/dV accumulation
   kDqEmpty = 7,     // dQ writer -> one MMA warpgroup: a stage read by the bulk engine;
                     // 7 + 2 * stage + warpgroup (7..10), one per warpgroup so neither waits for the other

@@ -14,8 +14,10 @@
 // registers per MMA thread and 64 keys cannot be split (wgmma M is 64), so
 // the warpgroups split the Q rows of S^T, dP^T (n32 wgmmas) and head_dim of
 // dV, dK, dQ; P^T joins dS^T in shared memory and dV, dK become SS GEMMs over
-// all Q rows. Q, dO and the dQ stage are single-buffered to fit 227 KB (FA3
-// makes the same trade at 256).
+// all Q rows. There is no room for a separate 64 KB dQ stage next to two Q/dO
+// stages, so once a step's GEMMs have read its Q and dO, the partial dQ tile
+// is written over them (kDqInQStage) and the stage goes back to the producer
+// after the dQ writer's bulk add has read it.
 #pragma once
 
 #include <type_traits>
@@ -55,9 +57,12 @@ struct BwdTraits {
   static constexpr int kLaunchRegisters = 65536 / kThreads / 8 * 8;
   static_assert(128 * kProducerRegisters + kMmaThreads * kMmaRegisters <= kThreads * kLaunchRegisters,
                 "setmaxnreg must stay within the CTA's register allocation");
-  static constexpr int kStages = kSplitHeadDim ? 1 : 2;    // Q and dO pipeline depth
-  static constexpr int kDsStages = 2;                      // lets one warpgroup write dS(j+1) while the other still reads dS(j)
-  static constexpr int kDqStages = kSplitHeadDim ? 1 : 2;  // lets the MMA run a tile ahead of the ordered dQ reduction
+  static constexpr int kStages = 2;     // Q and dO pipeline depth
+  static constexpr int kDsStages = 2;   // lets one warpgroup write dS(j+1) while the other still reads dS(j)
+  static constexpr int kDqStages = 2;   // lets the MMA run a tile ahead of the ordered dQ reduction
+  // The partial dQ tile (fp32, 64 x 256 = Q + dO of one stage in bf16) goes into
+  // the Q/dO stage it was computed from: rows 0-31 over Q, rows 32-63 over dO.
+  static constexpr bool kDqInQStage = kSplitHeadDim;
   // dS^T stages, followed by as many P^T stages when P^T goes through shared memory.
   static constexpr int kDsBuffers = kSplitHeadDim ? 2 : 1;
   static_assert(kDqStages == 1 || kDqStages == 2, "stages alternate (dq_stage ^= kDqStages - 1); one writer warp each");
@@ -122,7 +127,7 @@ struct BwdTraits {
     alignas(1024) Element k[cosize_v<SmemLayoutK>];
     alignas(1024) Element v[cosize_v<SmemLayoutK>];
     alignas(1024) Element ds[kDsBuffers * cosize_v<SmemLayoutDs>];
-    alignas(128) float dq[kDqStages][kDqTileFloats];
+    alignas(128) std::conditional_t<kDqInQStage, float[1], float[kDqStages][kDqTileFloats]> dq;
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dpsum[kStages][kBlockM];
     alignas(8) uint64_t q_full[kStages];
@@ -131,6 +136,13 @@ struct BwdTraits {
     uint64_t dout_empty[kStages];
     uint64_t kv_full;
     int work;
+
+    // Rows [half * kBlockM / 2, (half + 1) * kBlockM / 2) of a stage's partial
+    // dQ tile, contiguous in the tile layout (bwd_dq_layout.hpp).
+    __device__ float* dq_half(int stage, int half) {
+      if constexpr (kDqInQStage) return reinterpret_cast<float*>((half == 0 ? q : dout) + stage * kBlockM * kHeadDim);
+      else return dq[stage] + half * (kDqTileFloats / 2);
+    }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared storage exceeds the 227 KB per block of sm90");
