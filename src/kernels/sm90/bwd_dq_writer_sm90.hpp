@@ -13,6 +13,9 @@
 // every length; with two warps one tile's completion wait overlaps the next
 // tile's acquire and add. Each warp's releases still follow its own
 // completions, and no warp defers a release past an acquire.
+//
+// kDqInQStage (hdim 256): the tile lies over the Q/dO stage it came from, so
+// the warp adds it in two halves and hands that stage back to the producer.
 #pragma once
 
 #include "bwd_params_sm90.hpp"
