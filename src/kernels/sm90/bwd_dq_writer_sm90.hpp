@@ -44,7 +44,7 @@ struct DqWriter {
         (static_cast<int64_t>(work.batch) * params.problem.heads_q + work.head_q) * work.tiles.q_tiles();
     for (auto cursor = params.schedule.chain(work.tiles, work.kv); cursor.valid(); cursor.advance()) {
       const bool own_tile = dq_stage == own_stage;
-      dq_stage ^= Traits::kDqStages - 1;
+      dq_stage ^= 1;
       if (!own_tile) continue;
       const int q_tile = cursor.q_tile();
       const int rank = cursor.rank();
@@ -59,7 +59,7 @@ struct DqWriter {
         float* tile = params.dq_accum + (head_tiles + q_tile) * Traits::kDqTileFloats;
         if constexpr (Traits::kDqInQStage) {
           for (int half = 0; half < 2; ++half)
-            bulk_reduce_add_f32(tile + half * (Traits::kDqTileFloats / 2), smem.dq_half(own_stage, half), kTileBytes / 2);
+            bulk_reduce_add_f32(tile + half * (Traits::kDqTileFloats / 2), smem.dq_over_stage(own_stage, half), kTileBytes / 2);
         } else {
           bulk_reduce_add_f32(tile, smem.dq[own_stage], kTileBytes);
         }

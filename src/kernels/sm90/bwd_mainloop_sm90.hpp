@@ -174,8 +174,8 @@ struct BwdMainloop {
   template <class FragDq, class CoordDq>
   __device__ void store_dq_over_stage(const FragDq& dq_acc, const CoordDq& coord_dq, int stage) {
     constexpr int kHalfRows = kBlockM / 2;
-    float* first = smem.dq_half(stage, 0);
-    float* second = smem.dq_half(stage, 1) - kHalfRows * kHeadDim;  // indexed by the tile row
+    float* first = smem.dq_over_stage(stage, 0);
+    float* second = smem.dq_over_stage(stage, 1) - kHalfRows * kHeadDim;  // indexed by the tile row
     CUTE_UNROLL
     for (int i = 0; i < size(dq_acc); i += 2) {
       const int row = get<0>(coord_dq(i)), col = get<1>(coord_dq(i));
@@ -200,7 +200,7 @@ struct BwdMainloop {
     }
     fence_proxy_async_shared();
     named_barrier_arrive(full, kDqBarrierThreads);
-    dq_stage ^= Traits::kDqStages - 1;
+    dq_stage ^= 1;
   }
 };
 

@@ -65,7 +65,8 @@ struct BwdTraits {
   static constexpr bool kDqInQStage = kSplitHeadDim;
   // dS^T stages, followed by as many P^T stages when P^T goes through shared memory.
   static constexpr int kDsBuffers = kSplitHeadDim ? 2 : 1;
-  static_assert(kDqStages == 1 || kDqStages == 2, "stages alternate (dq_stage ^= kDqStages - 1); one writer warp each");
+  static_assert(kDqStages == 2, "dQ stages alternate per tile, one writer warp each");
+  static_assert(!kDqInQStage || kDqStages == kStages, "kDqInQStage: one dQ writer per Q/dO stage");
 
   using TileShapeMNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
 
@@ -127,6 +128,7 @@ struct BwdTraits {
     alignas(1024) Element k[cosize_v<SmemLayoutK>];
     alignas(1024) Element v[cosize_v<SmemLayoutK>];
     alignas(1024) Element ds[kDsBuffers * cosize_v<SmemLayoutDs>];
+    // Unused with kDqInQStage (dq_over_stage).
     alignas(128) std::conditional_t<kDqInQStage, float[1], float[kDqStages][kDqTileFloats]> dq;
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dpsum[kStages][kBlockM];
@@ -137,11 +139,12 @@ struct BwdTraits {
     uint64_t kv_full;
     int work;
 
-    // Rows [half * kBlockM / 2, (half + 1) * kBlockM / 2) of a stage's partial
-    // dQ tile, contiguous in the tile layout (bwd_dq_layout.hpp).
-    __device__ float* dq_half(int stage, int half) {
-      if constexpr (kDqInQStage) return reinterpret_cast<float*>((half == 0 ? q : dout) + stage * kBlockM * kHeadDim);
-      else return dq[stage] + half * (kDqTileFloats / 2);
+    // kDqInQStage: rows [half * kBlockM / 2, (half + 1) * kBlockM / 2) of a
+    // stage's partial dQ tile (contiguous in the tile layout, bwd_dq_layout.hpp)
+    // lie over that stage's Q (half 0) or dO (half 1).
+    __device__ float* dq_over_stage(int stage, int half) {
+      static_assert(kDqInQStage);
+      return reinterpret_cast<float*>((half == 0 ? q : dout) + stage * kBlockM * kHeadDim);
     }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
