@@ -61,8 +61,8 @@ struct BwdEpilogue {
     copy(r2s, thr_r2s.retile_S(converted), thr_r2s.partition_D(s_tile));
   }
 
-  // Each warpgroup writes back the 64 key rows it staged, 16 bytes per thread
-  // and consecutive threads along a row.
+  // Each warpgroup writes back half of the staged key rows, 16 bytes per
+  // thread and consecutive threads along a row.
   __device__ void write_rows(const ChainWork& work, const Element* buffer, Element* out, const int64_t* strides) const {
     constexpr int kChunksPerRow = kHeadDim / 8;
     constexpr int kRows = kBlockN / Traits::kMmaWarpgroups;

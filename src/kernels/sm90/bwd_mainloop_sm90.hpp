@@ -170,37 +170,36 @@ struct BwdMainloop {
 
  private:
   // kDqInQStage: partial dQ -> the Q/dO stage this step has finished reading
-  // (the stage's dQ writer warp drains it), then signal that writer.
+  // (the stage's dQ writer warp drains it).
   template <class FragDq, class CoordDq>
   __device__ void store_dq_over_stage(const FragDq& dq_acc, const CoordDq& coord_dq, int stage) {
     constexpr int kHalfRows = kBlockM / 2;
-    float* first = smem.dq_over_stage(stage, 0);
-    float* second = smem.dq_over_stage(stage, 1) - kHalfRows * kHeadDim;  // indexed by the tile row
-    CUTE_UNROLL
-    for (int i = 0; i < size(dq_acc); i += 2) {
-      const int row = get<0>(coord_dq(i)), col = get<1>(coord_dq(i));
-      float* tile = row < kHalfRows ? first : second;
-      *reinterpret_cast<float2*>(tile + dq_offset(row, col, kHeadDim)) = make_float2(dq_acc(i), dq_acc(i + 1));
-    }
-    fence_proxy_async_shared();
-    named_barrier_arrive(static_cast<uint32_t>(NamedBarrier::kDqFull0) + stage, kDqBarrierThreads);
+    // The second half's base is indexed by the tile row, as the first's.
+    write_dq(dq_acc, coord_dq, smem.dq_over_stage(stage, 0), smem.dq_over_stage(stage, 1) - kHalfRows * kHeadDim,
+             stage);
   }
 
-  // Partial dQ -> shared memory stage, then signal the dQ writer.
+  // Partial dQ -> the next dQ stage once its writer has read it.
   template <class FragDq, class CoordDq>
   __device__ void store_dq_tile(const FragDq& dq_acc, const CoordDq& coord_dq) {
-    const uint32_t full = static_cast<uint32_t>(NamedBarrier::kDqFull0) + dq_stage;
     named_barrier_sync(dq_empty_barrier(dq_stage, thread / 128), kDqEmptyBarrierThreads);
-    float* tile = smem.dq[dq_stage];
+    write_dq(dq_acc, coord_dq, smem.dq[dq_stage], smem.dq[dq_stage], dq_stage);
+    dq_stage ^= 1;
+  }
+
+  // Writes the fragment in the dQ tile layout (rows below kBlockM / 2 from
+  // `first`, the others from `second`), then signals the stage's dQ writer.
+  template <class FragDq, class CoordDq>
+  __device__ void write_dq(const FragDq& dq_acc, const CoordDq& coord_dq, float* first, float* second, int stage) {
     CUTE_UNROLL
     for (int i = 0; i < size(dq_acc); i += 2) {
       // Accumulator elements come in pairs of adjacent columns.
       const int row = get<0>(coord_dq(i)), col = get<1>(coord_dq(i));
+      float* tile = row < kBlockM / 2 ? first : second;
       *reinterpret_cast<float2*>(tile + dq_offset(row, col, kHeadDim)) = make_float2(dq_acc(i), dq_acc(i + 1));
     }
     fence_proxy_async_shared();
-    named_barrier_arrive(full, kDqBarrierThreads);
-    dq_stage ^= 1;
+    named_barrier_arrive(static_cast<uint32_t>(NamedBarrier::kDqFull0) + stage, kDqBarrierThreads);
   }
 };
 
