@@ -20,7 +20,10 @@ model::CostModel h200_backward_costs(int head_dim, bool* calibrated) {
   cost.prologue = cost.epilogue = chain / 2;
   cost.overlap_reduce = true;         // the dQ writer warps add while the next tile computes,
   cost.dq_writers = 2;                // one per dQ stage,
-  cost.drain_between_chains = true;   // and a CTA barrier separates chains
+  // No drain between chains: since the producer runs a chain ahead, a chain
+  // starts while the writers still add the previous one's last tiles (the fit
+  // above predates that and reads the old boundary into its per-chain cost).
+  cost.drain_between_chains = false;
   if (calibrated) *calibrated = head_dim == 64 || head_dim == 128;
   return cost;
 }

@@ -34,29 +34,20 @@ double max_abs(const std::vector<double>& x) {
   return m;
 }
 
-class BackwardAccuracy : public ::testing::TestWithParam<ProblemCase> {};
+// A problem with its fp64 gradients and those of a naive same-precision backward.
+struct CheckedProblem {
+  explicit CheckedProblem(const ProblemCase& pc)
+      : pc(pc),
+        problem(BackwardCase{pc.dtype, pc.shape, pc.causal, ScheduleKind::kAuto, true, pc.strided},
+                0x5eed + pc.shape.seqlen_q * 31 + pc.shape.head_dim),
+        exact(reference::attention_backward(pc.shape, pc.causal, problem.scale, problem.q, problem.k, problem.v,
+                                            problem.dout)),
+        naive(reference::naive_backward(pc.dtype, pc.shape, pc.causal, problem.scale, problem.q, problem.k, problem.v,
+                                        problem.dout)) {}
 
-TEST_P(BackwardAccuracy, EverySchedule) {
-  DASH_REQUIRE_SM90();
-  const ProblemCase& pc = GetParam();
-  const testing::BackwardProblem problem(BackwardCase{pc.dtype, pc.shape, pc.causal, ScheduleKind::kAuto, true, pc.strided},
-                                         0x5eed + pc.shape.seqlen_q * 31 + pc.shape.head_dim);
-  const reference::Gradients exact =
-      reference::attention_backward(pc.shape, pc.causal, problem.scale, problem.q, problem.k, problem.v, problem.dout);
-  const reference::Gradients naive = reference::naive_backward(pc.dtype, pc.shape, pc.causal, problem.scale, problem.q,
-                                                               problem.k, problem.v, problem.dout);
-  // A quarter of the dtype's epsilon, relative to the gradient's magnitude.
-  const double quarter_eps = pc.dtype == DType::kBF16 ? 1e-3 : 1.25e-4;
-  testing::BackwardRunner runner(problem);
-  for (const ScheduleKind kind : kSchedules) {
-    BackwardCase c{pc.dtype, pc.shape, pc.causal, kind, kind != ScheduleKind::kAtomic, pc.strided};
-    SCOPED_TRACE(testing::case_name(c));
-    Options o;
-    o.causal = pc.causal;
-    o.deterministic = c.deterministic;
-    o.schedule = kind;
-    runner.run(o);
-    const testing::GradientBits bits = runner.bits();
+  void expect_accurate(const testing::GradientBits& bits) const {
+    // A quarter of the dtype's epsilon, relative to the gradient's magnitude.
+    const double quarter_eps = pc.dtype == DType::kBF16 ? 1e-3 : 1.25e-4;
     const auto dq = testing::bits_to_double(pc.dtype, bits.dq);
     const auto dk = testing::bits_to_double(pc.dtype, bits.dk);
     const auto dv = testing::bits_to_double(pc.dtype, bits.dv);
@@ -66,6 +57,41 @@ TEST_P(BackwardAccuracy, EverySchedule) {
         << "dK";
     EXPECT_TRUE(testing::within_fa3_tolerance(dv, naive.dv, exact.dv, 2.0, quarter_eps * std::max(1.0, max_abs(exact.dv))))
         << "dV";
+  }
+
+  Options options(ScheduleKind kind, int max_ctas = 0) const {
+    Options o;
+    o.causal = pc.causal;
+    o.deterministic = kind != ScheduleKind::kAtomic;
+    o.schedule = kind;
+    o.max_ctas = max_ctas;
+    return o;
+  }
+
+  ProblemCase pc;
+  testing::BackwardProblem problem;
+  reference::Gradients exact, naive;
+};
+
+std::string test_name(const ::testing::TestParamInfo<ProblemCase>& info) {
+  std::ostringstream out;
+  PrintTo(info.param, &out);
+  std::string name = out.str();
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+class BackwardAccuracy : public ::testing::TestWithParam<ProblemCase> {};
+
+TEST_P(BackwardAccuracy, EverySchedule) {
+  DASH_REQUIRE_SM90();
+  const CheckedProblem checked(GetParam());
+  testing::BackwardRunner runner(checked.problem);
+  for (const ScheduleKind kind : kSchedules) {
+    SCOPED_TRACE(testing::case_name(BackwardCase{checked.pc.dtype, checked.pc.shape, checked.pc.causal, kind,
+                                                 kind != ScheduleKind::kAtomic, checked.pc.strided}));
+    runner.run(checked.options(kind));
+    checked.expect_accurate(runner.bits());
   }
 }
 
@@ -91,13 +117,45 @@ std::vector<ProblemCase> accuracy_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backward, BackwardAccuracy, ::testing::ValuesIn(accuracy_cases()),
-                         [](const ::testing::TestParamInfo<ProblemCase>& info) {
-                           std::ostringstream out;
-                           PrintTo(info.param, &out);
-                           std::string name = out.str();
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         test_name);
+
+// Two CTAs for a multi-head MHA problem: each CTA runs many chains back to
+// back, so the producer works a chain ahead (the next chain's K/V loads while
+// dK/dV of the current one are staged in the dS buffers and written back).
+// Every schedule that runs on any grid, against fp64; the deterministic ones
+// also bitwise equal to their full grid.
+class BackwardChainsBackToBack : public ::testing::TestWithParam<ProblemCase> {};
+
+TEST_P(BackwardChainsBackToBack, TwoCtasMatchFullGrid) {
+  DASH_REQUIRE_SM90();
+  const CheckedProblem checked(GetParam());
+  testing::BackwardRunner runner(checked.problem);
+  for (const ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending,
+                                  ScheduleKind::kAuto}) {
+    SCOPED_TRACE(testing::case_name(BackwardCase{checked.pc.dtype, checked.pc.shape, checked.pc.causal, kind,
+                                                 kind != ScheduleKind::kAtomic, checked.pc.strided}));
+    runner.run(checked.options(kind));
+    const testing::GradientBits full_grid = runner.bits();
+    runner.run(checked.options(kind, 2));
+    const testing::GradientBits two_ctas = runner.bits();
+    checked.expect_accurate(two_ctas);
+    if (kind != ScheduleKind::kAtomic) {
+      EXPECT_TRUE(two_ctas.dq == full_grid.dq) << "dQ bits differ between 2 CTAs and the full grid";
+      EXPECT_TRUE(two_ctas.dk == full_grid.dk) << "dK bits differ between 2 CTAs and the full grid";
+      EXPECT_TRUE(two_ctas.dv == full_grid.dv) << "dV bits differ between 2 CTAs and the full grid";
+    }
+  }
+}
+
+std::vector<ProblemCase> back_to_back_cases() {
+  std::vector<ProblemCase> cases;
+  for (int64_t d : {64, 128, 256})
+    for (bool causal : {false, true}) cases.push_back({DType::kBF16, ProblemShape{2, 333, 333, 3, 3, d}, causal, false});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backward, BackwardChainsBackToBack, ::testing::ValuesIn(back_to_back_cases()),
+                         test_name);
 
 }  // namespace
 }  // namespace dash_attn

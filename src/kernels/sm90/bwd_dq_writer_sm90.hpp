@@ -7,7 +7,8 @@
 // warpgroups compute the next Q tile while the completion wait runs here.
 //
 // One writer warp per dQ stage, each taking the tiles that land in its stage
-// (every other Q tile). One warp for both stages serializes acquire -> add ->
+// (every other Q tile); which tile and rank each one is, the producer
+// publishes when it loads the step's Q tile (DqTask). One warp for both stages serializes acquire -> add ->
 // completion -> release of consecutive tiles, and that chain is longer than
 // a step of the MMA warpgroups, so ordered schedules fell behind atomic at
 // every length; with two warps one tile's completion wait overlaps the next
@@ -31,24 +32,21 @@ struct DqWriter {
   const BwdParams<Traits>& params;
   typename Traits::SharedStorage& smem;
   int lane;
-  int own_stage;     // the dQ stage this warp drains
-  int dq_stage = 0;  // stage of the chain's next tile (stages alternate per tile across chains)
+  int own_stage;  // the dQ stage this warp drains
 
-  // This warp's stage starts empty (kDqInQStage: the producer owns it first).
-  __device__ void start() {
+  // Takes the tasks the producer publishes for this warp's stage until the stop.
+  __device__ void run() {
+    // The stage starts empty (kDqInQStage: the producer owns it first).
     if constexpr (!Traits::kDqInQStage) release_stage(own_stage);
-  }
-
-  __device__ void run_chain(const ChainWork& work) {
-    const int64_t head_tiles =
-        (static_cast<int64_t>(work.batch) * params.problem.heads_q + work.head_q) * work.tiles.q_tiles();
-    for (auto cursor = params.schedule.chain(work.tiles, work.kv); cursor.valid(); cursor.advance()) {
-      const bool own_tile = dq_stage == own_stage;
-      dq_stage ^= 1;
-      if (!own_tile) continue;
-      const int q_tile = cursor.q_tile();
-      const int rank = cursor.rank();
-      int* counter = rank != schedule::kUnordered ? params.dq_counters + head_tiles + q_tile : nullptr;
+    for (uint32_t use = 0;; ++use) {
+      const int slot = use & 1;
+      cutlass::arch::ClusterBarrier::wait(&smem.dq_task_full[own_stage][slot], (use >> 1) & 1);
+      const DqTask task = smem.dq_tasks[own_stage][slot];
+      cutlass::arch::ClusterBarrier::arrive(&smem.dq_task_empty[own_stage][slot]);
+      if (task.done()) break;
+      float* tile = params.dq_accum + static_cast<int64_t>(task.tile) * Traits::kDqTileFloats;
+      const int rank = params.schedule.rank(params.problem.head_tiles(task.batch), task.kv, task.q_tile);
+      int* counter = rank != schedule::kUnordered ? params.dq_counters + task.tile : nullptr;
       // Acquire before the tile is ready: the wait for the previous rank then
       // overlaps the MMA warpgroups' work on this tile instead of following it.
       if (lane == 0 && counter != nullptr) wait_for_rank(counter, rank);
@@ -56,10 +54,10 @@ struct DqWriter {
       named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kDqFull0) + own_stage, kBarrierThreads);
       if (lane == 0) {
         if (counter != nullptr) fence_proxy_async_global();
-        float* tile = params.dq_accum + (head_tiles + q_tile) * Traits::kDqTileFloats;
         if constexpr (Traits::kDqInQStage) {
           for (int half = 0; half < 2; ++half)
-            bulk_reduce_add_f32(tile + half * (Traits::kDqTileFloats / 2), smem.dq_over_stage(own_stage, half), kTileBytes / 2);
+            bulk_reduce_add_f32(tile + half * (Traits::kDqTileFloats / 2), smem.dq_over_stage(own_stage, half),
+                                kTileBytes / 2);
         } else {
           bulk_reduce_add_f32(tile, smem.dq[own_stage], kTileBytes);
         }
@@ -70,24 +68,24 @@ struct DqWriter {
       }
       __syncwarp();
       if constexpr (!Traits::kDqInQStage) release_stage(own_stage);
-      if (lane == 0 && counter != nullptr) {
-        bulk_wait_all_complete();
-        fence_proxy_async_global();
-        release_increment(counter);
+      if (lane == 0) {
+        if (counter != nullptr) {
+          bulk_wait_all_complete();
+          fence_proxy_async_global();
+          release_increment(counter);
+        }
+        atomicAdd(&smem.dq_tasks_done, 1);
       }
     }
+    // Unordered adds may still be in flight: complete them before the CTA exits.
+    if (lane == 0) bulk_wait_all_complete();
+    __syncwarp();
   }
 
   // Hands a stage back to both MMA warpgroups.
   __device__ static void release_stage(int stage) {
     for (int warpgroup = 0; warpgroup < Traits::kMmaWarpgroups; ++warpgroup)
       named_barrier_arrive(dq_empty_barrier(stage, warpgroup), kDqEmptyBarrierThreads);
-  }
-
-  // Unordered adds may still be in flight: complete them before the CTA exits.
-  __device__ void finish() {
-    if (lane == 0) bulk_wait_all_complete();
-    __syncwarp();
   }
 };
 

@@ -1,8 +1,10 @@
 // dK, dV of one chain from the MMA warpgroups' registers to global memory:
-// for MHA staged in shared memory (stmatrix into the chain's K and V buffers,
-// free once the last dQ GEMM has read K) and written with coalesced 16-byte
-// stores, whole 128-byte lines where the accumulator layout would scatter
-// 16-byte pieces over 8 rows; for GQA/MQA added into the fp32 accumulators of
+// for MHA staged in shared memory (stmatrix into the dS buffers, free once
+// both warpgroups' last dQ GEMM has read them; K and V are already loading the
+// next chain) and written with coalesced 16-byte stores, whole 128-byte lines
+// where the accumulator layout would scatter 16-byte pieces over 8 rows; both
+// tiles at once where the dS buffers hold two (hdim 64), else one after the
+// other. For GQA/MQA added into the fp32 accumulators of
 // the kv-head, in ascending q-head order when deterministic (separate dK and
 // dV counters so one q-head adds dK while the next adds dV).
 #pragma once
@@ -18,6 +20,10 @@ struct BwdEpilogue {
   using Element = typename Traits::Element;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kTileElements = cosize_v<typename Traits::SmemLayoutK>;
+  static constexpr int kStagedTiles =
+      cute::min(2, Traits::kDsBuffers * cosize_v<typename Traits::SmemLayoutDs> / kTileElements);
+  static_assert(kStagedTiles >= 1, "a dK/dV tile must fit in the dS buffers");
 
   const BwdParams<Traits>& params;
   typename Traits::SharedStorage& smem;
@@ -28,15 +34,26 @@ struct BwdEpilogue {
     CUTE_UNROLL
     for (int i = 0; i < size(dk); ++i) dk(i) *= params.softmax_scale;
     if (params.dk_accum == nullptr) {
-      // The other warpgroup's last dQ GEMM may still read all of K.
-      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads);
-      stage(dk, smem.k);
-      stage(dv, smem.v);
-      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads);
-      write_rows(work, smem.k, params.dk, params.dk_strides);
-      write_rows(work, smem.v, params.dv, params.dv_strides);
-      // The next chain's TMA loads (async proxy) overwrite what was just read here.
-      fence_proxy_async_shared();
+      auto sync = [] { named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads); };
+      // Before the first stmatrix: the other warpgroup's last dQ GEMM may still read dS.
+      sync();
+      if constexpr (kStagedTiles == 2) {
+        stage(dk, smem.ds);
+        stage(dv, smem.ds + kTileElements);
+        sync();
+        write_rows(work, smem.ds, params.dk, params.dk_strides);
+        write_rows(work, smem.ds + kTileElements, params.dv, params.dv_strides);
+      } else {
+        stage(dk, smem.ds);
+        sync();
+        write_rows(work, smem.ds, params.dk, params.dk_strides);
+        sync();
+        stage(dv, smem.ds);
+        sync();
+        write_rows(work, smem.ds, params.dv, params.dv_strides);
+      }
+      // The next chain's dS^T stores reuse the buffers the rows were just read from.
+      sync();
       return;
     }
     typename Traits::TiledMmaDkv mma_dkv;

@@ -1,13 +1,18 @@
-// The sm90 backward main kernel: warp roles and the work loop.
+// The sm90 backward main kernel: warp roles and how work flows between them.
 //
-// Work items are claimed in the schedule's order through an atomic counter: a
-// CTA asks for the next item only after finishing its previous one. For
-// atomic, fa3 and descending every reduction wait targets an item earlier in
-// that order, hence one already claimed by a running CTA; by induction the
-// earliest unfinished claimed item never waits, so the kernel is live for any
-// grid and any number of SMs the hardware grants it. Wave schedules (shift,
-// symmetric_shift) also wait on later members of their wave; the host
-// launches them cooperatively with at least a wave of CTAs (docs/backward.md).
+// Work items are claimed in the schedule's order through an atomic counter,
+// by the producer warp alone, which publishes their chains to the MMA
+// warpgroups (a ring of two in shared memory) and each step's dQ task to the
+// dQ writers; no role waits for a CTA-wide barrier between chains. Liveness:
+// for atomic, fa3 and descending every reduction wait targets an item earlier
+// in claim order; a CTA claims at most one item ahead of the one it works on
+// and works on its items in claim order, so the earliest unfinished claimed
+// item is being worked on and waits for nobody unfinished: the kernel is live
+// for any grid and any number of SMs the hardware grants it. Wave schedules
+// (shift, symmetric_shift) also wait on later members of their wave; the host
+// launches them cooperatively with at least a wave of CTAs, and their
+// producer claims only when its CTA has finished all earlier work
+// (bwd_producer_sm90.hpp, docs/backward.md).
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
@@ -41,8 +46,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
       // Every MMA thread releases a Q stage, and with kDqInQStage its dQ writer too.
       cutlass::arch::ClusterBarrier::init(&smem.q_empty[s], Traits::kMmaThreads + (Traits::kDqInQStage ? 1 : 0));
       cutlass::arch::ClusterBarrier::init(&smem.dout_empty[s], Traits::kMmaThreads / 32);
+      for (int slot = 0; slot < 2; ++slot) {
+        cutlass::arch::ClusterBarrier::init(&smem.dq_task_full[s][slot], 1);
+        cutlass::arch::ClusterBarrier::init(&smem.dq_task_empty[s][slot], 32);
+      }
+    }
+    for (int slot = 0; slot < 2; ++slot) {
+      cutlass::arch::ClusterBarrier::init(&smem.chain_full[slot], 1);
+      cutlass::arch::ClusterBarrier::init(&smem.chain_empty[slot], Traits::kMmaThreads);
     }
     cutlass::arch::ClusterBarrier::init(&smem.kv_full, 1);
+    cutlass::arch::ClusterBarrier::init(&smem.kv_empty, Traits::kMmaThreads);
+    smem.dq_tasks_done = 0;
     cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_dout.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
@@ -51,37 +66,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
-  // Claims the next work item; every thread of the CTA returns the same index.
-  auto claim = [&]() {
-    if (threadIdx.x == 0) smem.work = atomicAdd(params.work_counter, 1);
-    __syncthreads();
-    return smem.work;
-  };
-  // Runs chain_fn on every chain of every item this CTA claims. The barrier
-  // after each chain makes K/V shared memory and smem.work reusable.
-  auto for_each_chain = [&](auto chain_fn) {
-    for (int index = claim(); index < params.total_items; index = claim()) {
-      const schedule::WorkItem item = params.schedule.work_item(params.problem, index);
-      // Constant indices into item.kv keep the item in registers.
-      chain_fn(ChainWork{item.batch, item.head_q, item.head_kv, item.kv[0], item.tiles});
-      __syncthreads();
-      if (item.num_chains > 1) {
-        chain_fn(ChainWork{item.batch, item.head_q, item.head_kv, item.kv[1], item.tiles});
-        __syncthreads();
-      }
-    }
-  };
-
   if (role != Role::kMma) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
-    BwdProducer<Traits> producer{params, smem};
-    DqWriter<Traits> writer{params, smem, static_cast<int>(threadIdx.x % 32), warp - 1};
-    if (role == Role::kDqWriter) writer.start();
-    for_each_chain([&](const ChainWork& work) {
-      if (role == Role::kProducer && threadIdx.x == 0) producer.run_chain(work);
-      if (role == Role::kDqWriter) writer.run_chain(work);
-    });
-    if (role == Role::kDqWriter) writer.finish();
+    if (role == Role::kProducer && threadIdx.x == 0) BwdProducer<Traits>{params, smem}.run();
+    if (role == Role::kDqWriter) DqWriter<Traits>{params, smem, static_cast<int>(threadIdx.x % 32), warp - 1}.run();
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kMmaRegisters>();
     const int thread = threadIdx.x - 128;
@@ -90,12 +78,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
     typename Traits::TiledMmaDkv mma_dkv;
     Tensor dk = partition_fragment_C(mma_dkv, Shape<Int<Traits::kBlockN>, Int<Traits::kHeadDim>>{});
     Tensor dv = partition_fragment_C(mma_dkv, Shape<Int<Traits::kBlockN>, Int<Traits::kHeadDim>>{});
-    uint32_t kv_phase = 0;
-    for_each_chain([&](const ChainWork& work) {
+    PipelineState<2> chain_slot;
+    for (uint32_t kv_phase = 0;; kv_phase ^= 1) {
+      cutlass::arch::ClusterBarrier::wait(&smem.chain_full[chain_slot.stage], chain_slot.phase);
+      const ChainWork work = smem.chains[chain_slot.stage];
+      if (work.done()) break;
       mainloop.run_chain(work, kv_phase, dk, dv);
       epilogue.store(work, dk, dv);
-      kv_phase ^= 1;
-    });
+      // Every thread read the slot: each releases it (as for the Q stages).
+      cutlass::arch::ClusterBarrier::arrive(&smem.chain_empty[chain_slot.stage]);
+      chain_slot.advance();
+    }
   }
 }
 

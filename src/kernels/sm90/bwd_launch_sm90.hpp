@@ -66,6 +66,7 @@ void launch_backward_main_sm90(const BackwardArgs& a, const host::BackwardWorksp
   const int64_t dv_strides[3] = {a.dv.batch_stride, a.dv.seq_stride, a.dv.head_stride};
   for (int i = 0; i < 3; ++i) p.dk_strides[i] = dk_strides[i], p.dv_strides[i] = dv_strides[i];
   p.work_counter = reinterpret_cast<int*>(at(w.work_counter));
+  p.claim_ahead = p.schedule.required_coresidency(c.problem) <= 1;
 
   auto* kernel = &bwd_main_kernel<Traits>;
   DASH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));

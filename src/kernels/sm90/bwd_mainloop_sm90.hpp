@@ -38,7 +38,6 @@ struct BwdMainloop {
   int thread;  // 0..kMmaThreads-1
   PipelineState<Traits::kStages> pipe;
   int ds_stage = 0;
-  int dq_stage = 0;
 
   // Accumulates dK (unscaled) and dV of the chain over its Q tiles into the given fragments.
   template <class FragDk, class FragDv>
@@ -149,7 +148,7 @@ struct BwdMainloop {
         wgmma_gemm<true>(mma_dq, t_ds(_, _, _, ds_stage), t_kt, dq_acc);
         wgmma_gemm<false>(mma_dkv, ds_a, t_qt(_, _, _, stage), dk);
         warpgroup_wait<1>();
-        store_dq_tile(dq_acc, coord_dq);
+        store_dq_tile(dq_acc, coord_dq, stage);
       }
       warpgroup_wait<0>();
       // Q, dO and the row statistics of this stage are no longer read: hand
@@ -166,6 +165,8 @@ struct BwdMainloop {
       pipe.advance();
       ds_stage ^= 1;
     }
+    // This thread's GEMMs no longer read K and V: the producer may load the next chain's.
+    cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
   }
 
  private:
@@ -179,12 +180,11 @@ struct BwdMainloop {
              stage);
   }
 
-  // Partial dQ -> the next dQ stage once its writer has read it.
+  // Partial dQ -> the dQ stage of the step's Q stage once its writer has read it.
   template <class FragDq, class CoordDq>
-  __device__ void store_dq_tile(const FragDq& dq_acc, const CoordDq& coord_dq) {
-    named_barrier_sync(dq_empty_barrier(dq_stage, thread / 128), kDqEmptyBarrierThreads);
-    write_dq(dq_acc, coord_dq, smem.dq[dq_stage], smem.dq[dq_stage], dq_stage);
-    dq_stage ^= 1;
+  __device__ void store_dq_tile(const FragDq& dq_acc, const CoordDq& coord_dq, int stage) {
+    named_barrier_sync(dq_empty_barrier(stage, thread / 128), kDqEmptyBarrierThreads);
+    write_dq(dq_acc, coord_dq, smem.dq[stage], smem.dq[stage], stage);
   }
 
   // Writes the fragment in the dQ tile layout (rows below kBlockM / 2 from

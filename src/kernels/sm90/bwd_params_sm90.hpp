@@ -10,13 +10,6 @@
 
 namespace dash_attn::sm90::bwd {
 
-// One chain as the warp roles see it: KV tile `kv` of (batch, head_kv)
-// against the Q tiles of (batch, head_q).
-struct ChainWork {
-  int batch, head_q, head_kv, kv;
-  schedule::HeadTiles tiles;
-};
-
 template <class Traits>
 struct BwdParams {
   using Element = typename Traits::Element;
@@ -52,6 +45,9 @@ struct BwdParams {
   int64_t dk_strides[3] = {};  // batch, seq, head (elements)
   int64_t dv_strides[3] = {};
   int* work_counter = nullptr;   // next unclaimed work index, zeroed before the launch
+  // The producer may claim an item while the CTA still works on the previous
+  // one: true when every wait targets an earlier claim (not for wave schedules).
+  bool claim_ahead = true;
 };
 
 }  // namespace dash_attn::sm90::bwd

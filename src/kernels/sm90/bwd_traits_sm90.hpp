@@ -28,6 +28,7 @@
 #include <cute/atom/copy_traits_sm90.hpp>
 #include <cutlass/arch/barrier.h>
 
+#include "bwd_work_sm90.hpp"
 #include "dash_attn/tile_config.hpp"
 
 namespace dash_attn::sm90::bwd {
@@ -65,8 +66,10 @@ struct BwdTraits {
   static constexpr bool kDqInQStage = kSplitHeadDim;
   // dS^T stages, followed by as many P^T stages when P^T goes through shared memory.
   static constexpr int kDsBuffers = kSplitHeadDim ? 2 : 1;
-  static_assert(kDqStages == 2, "dQ stages alternate per tile, one writer warp each");
-  static_assert(!kDqInQStage || kDqStages == kStages, "kDqInQStage: one dQ writer per Q/dO stage");
+  // A step's partial dQ goes to the dQ stage with its Q/dO stage's index, so
+  // the producer, which fills the Q/dO stages, also tells each dQ writer what
+  // its stage's next tile is.
+  static_assert(kDqStages == kStages, "one dQ stage (and writer warp) per Q/dO stage");
 
   using TileShapeMNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
 
@@ -137,7 +140,19 @@ struct BwdTraits {
     uint64_t dout_full[kStages];
     uint64_t dout_empty[kStages];
     uint64_t kv_full;
-    int work;
+    uint64_t kv_empty;
+    // Chains published by the producer, a ring of two: the MMA warpgroups
+    // read one while the producer fills the other.
+    ChainWork chains[2];
+    uint64_t chain_full[2];
+    uint64_t chain_empty[2];
+    // Per dQ stage, two task slots (alternating with the stage's uses), so
+    // the producer may publish a use while the writer still works on the
+    // previous one.
+    DqTask dq_tasks[kDqStages][2];
+    uint64_t dq_task_full[kDqStages][2];
+    uint64_t dq_task_empty[kDqStages][2];
+    int dq_tasks_done;  // adds completed by both writers, for the wave schedules' drain before a claim
 
     // kDqInQStage: rows [half * kBlockM / 2, (half + 1) * kBlockM / 2) of a
     // stage's partial dQ tile (contiguous in the tile layout, bwd_dq_layout.hpp)
