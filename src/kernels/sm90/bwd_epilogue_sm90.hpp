@@ -1,11 +1,11 @@
 // dK, dV of one chain from the MMA warpgroups' registers to global memory:
 // for MHA staged in shared memory (stmatrix into the dS buffers, free once
 // both warpgroups' last dQ GEMM has read them; K and V are already loading the
-// next chain) and written with coalesced 16-byte stores, whole 128-byte lines
-// where the accumulator layout would scatter 16-byte pieces over 8 rows; both
-// tiles at once where the dS buffers hold two (hdim 64), else one after the
-// other. For GQA/MQA added into the fp32 accumulators of
-// the kv-head, in ascending q-head order when deterministic (separate dK and
+// next chain), then where both fit in one dS stage (kAsyncDkvStore) stored by
+// TMA while the MMA warpgroups go on, else written one after the other with
+// coalesced 16-byte stores, whole 128-byte lines where the accumulator layout
+// would scatter 16-byte pieces over 8 rows. For GQA/MQA added into the fp32
+// accumulators of the kv-head, in ascending q-head order when deterministic (separate dK and
 // dV counters so one q-head adds dK while the next adds dV).
 #pragma once
 
@@ -21,28 +21,35 @@ struct BwdEpilogue {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kTileElements = cosize_v<typename Traits::SmemLayoutK>;
-  static constexpr int kStagedTiles =
-      cute::min(2, Traits::kDsBuffers * cosize_v<typename Traits::SmemLayoutDs> / kTileElements);
-  static_assert(kStagedTiles >= 1, "a dK/dV tile must fit in the dS buffers");
+  static_assert(kTileElements <= Traits::kDsBuffers * cosize_v<typename Traits::SmemLayoutDs>,
+                "a dK/dV tile must fit in the dS buffers");
 
   const BwdParams<Traits>& params;
   typename Traits::SharedStorage& smem;
   int thread;  // 0..kMmaThreads-1
 
+  // staging: the dS stage the chain's last step used (kAsyncDkvStore).
   template <class FragDk, class FragDv>
-  __device__ void store(const ChainWork& work, FragDk& dk, FragDv& dv) {
+  __device__ void store(const ChainWork& work, FragDk& dk, FragDv& dv, Element* staging) {
     CUTE_UNROLL
     for (int i = 0; i < size(dk); ++i) dk(i) *= params.softmax_scale;
     if (params.dk_accum == nullptr) {
       auto sync = [] { named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads); };
       // Before the first stmatrix: the other warpgroup's last dQ GEMM may still read dS.
       sync();
-      if constexpr (kStagedTiles == 2) {
-        stage(dk, smem.ds);
-        stage(dv, smem.ds + kTileElements);
+      if constexpr (Traits::kAsyncDkvStore) {
+        // The previous chain's stores read the other dS stage; after the next
+        // barrier every thread may reuse it.
+        if (thread == 0) tma_store_wait<0>();
+        stage(dk, staging);
+        stage(dv, staging + kTileElements);
+        fence_proxy_async_shared();
         sync();
-        write_rows(work, smem.ds, params.dk, params.dk_strides);
-        write_rows(work, smem.ds + kTileElements, params.dv, params.dv_strides);
+        if (thread == 0) {
+          tma_store_tile(params.tma_dk, staging, work);
+          tma_store_tile(params.tma_dv, staging + kTileElements, work);
+          tma_store_arrive();
+        }
       } else {
         stage(dk, smem.ds);
         sync();
@@ -51,9 +58,9 @@ struct BwdEpilogue {
         stage(dv, smem.ds);
         sync();
         write_rows(work, smem.ds, params.dv, params.dv_strides);
+        // The next chain's dS^T stores reuse the buffers the rows were just read from.
+        sync();
       }
-      // The next chain's dS^T stores reuse the buffers the rows were just read from.
-      sync();
       return;
     }
     typename Traits::TiledMmaDkv mma_dkv;
@@ -76,6 +83,19 @@ struct BwdEpilogue {
     auto thr_r2s = r2s.get_thread_slice(thread);
     Tensor converted = convert_fragment<Element>(acc);
     copy(r2s, thr_r2s.retile_S(converted), thr_r2s.partition_D(s_tile));
+  }
+
+  // The staged (kBlockN x kHeadDim) tile to rows [kv * kBlockN, ...) of the
+  // (MHA) head; TMA drops the rows past seqlen_k.
+  template <class TmaStore>
+  __device__ void tma_store_tile(const TmaStore& tma, Element* buffer, const ChainWork& work) const {
+    const schedule::TileProblem& p = params.problem;
+    Tensor m_out = tma.get_tma_tensor(make_shape(p.seqlen_k, Int<kHeadDim>{}, p.heads_kv, p.batch));
+    Tensor g_out = local_tile(m_out(_, _, work.head_kv, work.batch), Shape<Int<kBlockN>, Int<kHeadDim>>{},
+                              make_coord(work.kv, _0{}));
+    Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
+    auto [tma_g, tma_s] = tma_partition(tma, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_tile), group_modes<0, 2>(g_out));
+    copy(tma, tma_s, tma_g);
   }
 
   // Each warpgroup writes back half of the staged key rows, 16 bytes per

@@ -45,6 +45,10 @@ void launch_backward_main_sm90(const BackwardArgs& a, const host::BackwardWorksp
                           typename Traits::SmemLayoutK{});
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.v, s.batch, s.seqlen_k, s.heads_kv),
                           typename Traits::SmemLayoutK{});
+  p.tma_dk = make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Traits>(a.dk, s.batch, s.seqlen_k, s.heads_kv),
+                           typename Traits::SmemLayoutK{});
+  p.tma_dv = make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Traits>(a.dv, s.batch, s.seqlen_k, s.heads_kv),
+                           typename Traits::SmemLayoutK{});
   p.schedule = c.schedule;
   p.problem = c.problem;
   p.total_items = p.schedule.total_items(c.problem);

@@ -38,6 +38,7 @@ struct BwdMainloop {
   int thread;  // 0..kMmaThreads-1
   PipelineState<Traits::kStages> pipe;
   int ds_stage = 0;
+  int dkv_store_stage = -1;  // kAsyncDkvStore: the dS stage TMA stores of dK/dV may still read (-1: none)
 
   // Accumulates dK (unscaled) and dV of the chain over its Q tiles into the given fragments.
   template <class FragDk, class FragDv>
@@ -96,22 +97,31 @@ struct BwdMainloop {
       cutlass::arch::ClusterBarrier::wait(&smem.dout_full[stage], pipe.phase);
       wgmma_gemm<true>(mma_sdp, t_v, t_do(_, _, _, stage), dp_acc);
 
-      // P^T = exp2(S^T * scale_log2 - lse_log2), hidden keys forced to -inf.
+      // P^T = exp2(S^T * scale_log2 - lse_log2).
       warpgroup_wait<1>();
       const float* lse = smem.lse_log2[stage];
-      if (tiles.needs_mask(q_tile, work.kv)) {
-        const int visible_offset = tiles.seqlen_k - tiles.seqlen_q + q_tile * kBlockM;
-        CUTE_UNROLL
-        for (int i = 0; i < size(s_acc); ++i) {
-          const int key = key_base + get<0>(coord_s(i));
-          const int row_limit = tiles.causal ? visible_offset + get<1>(coord_s(i)) : tiles.seqlen_k - 1;
-          const bool hidden = key >= tiles.seqlen_k || key > row_limit;
-          s_acc(i) = hidden ? 0.f : exp2_approx(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
-        }
-      } else {
+      auto exponentiate = [&] {
         CUTE_UNROLL
         for (int i = 0; i < size(s_acc); ++i)
           s_acc(i) = exp2_approx(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
+      };
+      // Hidden keys (past seqlen_k, or past a causal row's last visible key)
+      // get P = 0 after the exponential: selecting its input or skipping it
+      // per element compiled to a serial chain of predicated loads (~+60% on
+      // a hdim 64 step). Key k of row r is visible iff k - r <= diagonal. The
+      // unmasked steps keep their own copy of the loop, as it was scheduled
+      // before (one shared loop cost the full-mask rows 2-5% at hdim 64).
+      if (tiles.needs_mask(q_tile, work.kv)) {
+        exponentiate();
+        const int keys_left = tiles.seqlen_k - key_base;
+        const int diagonal = tiles.causal ? tiles.seqlen_k - tiles.seqlen_q + q_tile * kBlockM - key_base : kBlockN;
+        CUTE_UNROLL
+        for (int i = 0; i < size(s_acc); ++i) {
+          const int key = get<0>(coord_s(i)), row = get<1>(coord_s(i));
+          if (key >= keys_left || key - row > diagonal) s_acc(i) = 0.f;
+        }
+      } else {
+        exponentiate();
       }
 
       // dS^T = P^T o (dP^T - D).
@@ -122,6 +132,8 @@ struct BwdMainloop {
 
       Tensor p16 = convert_fragment<Element>(s_acc);
       Tensor ds16 = convert_fragment<Element>(dp_acc);
+      if constexpr (Traits::kAsyncDkvStore)
+        if (ds_stage == dkv_store_stage) await_dkv_store();
       copy(r2s_ds, thr_r2s_ds.retile_S(ds16), t_ds_store(_, _, _, ds_stage));
       if constexpr (Traits::kSplitHeadDim)
         copy(r2s_ds, thr_r2s_ds.retile_S(p16), thr_r2s_ds.partition_D(as_position_independent_swizzle_tensor(s_pt))(_, _, _, ds_stage));
@@ -169,7 +181,27 @@ struct BwdMainloop {
     cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
   }
 
+  // Where the epilogue stages dK and dV: the dS stage of the chain's last
+  // step (with kAsyncDkvStore a TMA store reads it during the next chain).
+  __device__ Element* dkv_staging(bool stored_async) {
+    if (!Traits::kAsyncDkvStore) return smem.ds;
+    if (stored_async) dkv_store_stage = ds_stage ^ 1;
+    return smem.ds + (ds_stage ^ 1) * kBlockM * kBlockN;
+  }
+
+  // Every thread's last wait before the CTA exits: the dK/dV stores are complete.
+  __device__ void finish() {
+    if (Traits::kAsyncDkvStore && thread == 0) bulk_wait_all_complete();
+  }
+
  private:
+  // The previous chain's dK/dV stores read this dS stage: wait until they have.
+  __device__ void await_dkv_store() {
+    if (thread == 0) tma_store_wait<0>();
+    named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads);
+    dkv_store_stage = -1;
+  }
+
   // kDqInQStage: partial dQ -> the Q/dO stage this step has finished reading
   // (the stage's dQ writer warp drains it).
   template <class FragDq, class CoordDq>

@@ -18,9 +18,11 @@ struct BwdParams {
   using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<const Element*>(nullptr)), GmemLayout{}));
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, typename Traits::SmemLayoutQStage{}));
   using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, typename Traits::SmemLayoutK{}));
+  using TmaStoreK = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensor{}, typename Traits::SmemLayoutK{}));
 
   TmaQ tma_q, tma_dout;
   TmaK tma_k, tma_v;
+  TmaStoreK tma_dk, tma_dv;  // MHA outputs, where the epilogue stores them asynchronously
   // The schedule object the DAG model runs too: claim order, Q-tile order, ranks.
   schedule::Schedule schedule{ScheduleKind::kAtomic};
   schedule::TileProblem problem;

@@ -66,6 +66,10 @@ struct BwdTraits {
   static constexpr bool kDqInQStage = kSplitHeadDim;
   // dS^T stages, followed by as many P^T stages when P^T goes through shared memory.
   static constexpr int kDsBuffers = kSplitHeadDim ? 2 : 1;
+  // dK and dV fit together in one dS stage (hdim 64): the epilogue stages them
+  // in the stage the chain's last step used and stores them with TMA while
+  // the next chain starts; elsewhere it writes them back one after the other.
+  static constexpr bool kAsyncDkvStore = 2 * kBlockN * kHeadDim <= kBlockM * kBlockN;
   // A step's partial dQ goes to the dQ stage with its Q/dO stage's index, so
   // the producer, which fills the Q/dO stages, also tells each dQ writer what
   // its stage's next tile is.
