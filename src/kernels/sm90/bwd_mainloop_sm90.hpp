@@ -100,19 +100,14 @@ struct BwdMainloop {
       // P^T = exp2(S^T * scale_log2 - lse_log2).
       warpgroup_wait<1>();
       const float* lse = smem.lse_log2[stage];
-      auto exponentiate = [&] {
-        CUTE_UNROLL
-        for (int i = 0; i < size(s_acc); ++i)
-          s_acc(i) = exp2_approx(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
-      };
+      CUTE_UNROLL
+      for (int i = 0; i < size(s_acc); ++i)
+        s_acc(i) = exp2_approx(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
       // Hidden keys (past seqlen_k, or past a causal row's last visible key)
       // get P = 0 after the exponential: selecting its input or skipping it
       // per element compiled to a serial chain of predicated loads (~+60% on
-      // a hdim 64 step). Key k of row r is visible iff k - r <= diagonal. The
-      // unmasked steps keep their own copy of the loop, as it was scheduled
-      // before (one shared loop cost the full-mask rows 2-5% at hdim 64).
+      // a hdim 64 step). Key k of row r is visible iff k - r <= diagonal.
       if (tiles.needs_mask(q_tile, work.kv)) {
-        exponentiate();
         const int keys_left = tiles.seqlen_k - key_base;
         const int diagonal = tiles.causal ? tiles.seqlen_k - tiles.seqlen_q + q_tile * kBlockM - key_base : kBlockN;
         CUTE_UNROLL
@@ -120,8 +115,6 @@ struct BwdMainloop {
           const int key = get<0>(coord_s(i)), row = get<1>(coord_s(i));
           if (key >= keys_left || key - row > diagonal) s_acc(i) = 0.f;
         }
-      } else {
-        exponentiate();
       }
 
       // dS^T = P^T o (dP^T - D).
@@ -189,7 +182,7 @@ struct BwdMainloop {
     return smem.ds + (ds_stage ^ 1) * kBlockM * kBlockN;
   }
 
-  // Every thread's last wait before the CTA exits: the dK/dV stores are complete.
+  // Before the CTA exits: the dK/dV TMA stores thread 0 issued have completed.
   __device__ void finish() {
     if (Traits::kAsyncDkvStore && thread == 0) bulk_wait_all_complete();
   }
