@@ -9,22 +9,26 @@
 namespace dash_attn::bench {
 
 model::CostModel h200_backward_costs(int head_dim, bool* calibrated) {
-  // Fitted to the H200 grid of commit c19cafc (docs/schedules.md, "Recalibration at
-  // c19cafc"); the hdim 64/128 kernels have changed since only in how the Q stage is
-  // released, which measured neutral. hdim 256 borrows hdim 128's costs.
+  // Fitted to the H200 grid of commit 87640d1 (docs/schedules.md, "Recalibration at
+  // 87640d1"; c, c_masked, r, s and the per-chain cost in ms).
   model::CostModel cost;
   double chain = 0;  // prologue + epilogue, fitted as one per-chain cost
-  if (head_dim == 64) cost.compute = 0.00287, cost.compute_masked = 0.00551, cost.reduce = 0.00108, chain = 0.00918;
-  else cost.compute = 0.00260, cost.compute_masked = 0.00402, cost.reduce = 0.00097, chain = 0.01480;
-  cost.handoff = cost.compute;  // s = 1.0 c in both fits
+  if (head_dim == 64) {
+    cost.compute = 0.00308, cost.compute_masked = 0.00452, cost.reduce = 0.00038, cost.handoff = 0, chain = 0.00627;
+  } else if (head_dim == 256) {
+    cost.compute = 0.00343, cost.compute_masked = 0.00434, cost.reduce = 0.00215, cost.handoff = 0.00172;
+    chain = 0.02139;
+  } else {
+    cost.compute = 0.00254, cost.compute_masked = 0.00328, cost.reduce = 0.00095, cost.handoff = 0.00254;
+    chain = 0.01489;
+  }
   cost.prologue = cost.epilogue = chain / 2;
-  cost.overlap_reduce = true;         // the dQ writer warps add while the next tile computes,
-  cost.dq_writers = 2;                // one per dQ stage,
-  // No drain between chains: since the producer runs a chain ahead, a chain
-  // starts while the writers still add the previous one's last tiles (the fit
-  // above predates that and reads the old boundary into its per-chain cost).
+  cost.overlap_reduce = true;  // the dQ writer warps add while the next tile computes,
+  cost.dq_writers = 2;         // one per dQ stage;
+  // no drain between chains: the producer runs a chain ahead, so a chain
+  // starts while the writers still add the previous one's last tiles.
   cost.drain_between_chains = false;
-  if (calibrated) *calibrated = head_dim == 64 || head_dim == 128;
+  if (calibrated) *calibrated = head_dim == 64 || head_dim == 128 || head_dim == 256;
   return cost;
 }
 

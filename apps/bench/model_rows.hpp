@@ -14,9 +14,8 @@ namespace dash_attn::bench {
 
 inline constexpr int kModelWorkers = 132;  // H200 SMs: one backward CTA per SM
 
-// docs/schedules.md, "Calibration against the H200 (2026-11-29)", in ms.
-// Head dims without a fit take hdim 128's (hdim 256's 64x64 tiles do the same
-// FLOPs per step as hdim 128's 64x128); calibrated says which.
+// docs/schedules.md, "Recalibration at 87640d1", in ms, for head_dim 64, 128
+// and 256; other head dims take hdim 128's costs and calibrated says so.
 model::CostModel h200_backward_costs(int head_dim, bool* calibrated = nullptr);
 
 // One row per backward schedule of options.schedules: impl "model", status
