@@ -28,7 +28,8 @@ struct BwdEpilogue {
   typename Traits::SharedStorage& smem;
   int thread;  // 0..kMmaThreads-1
 
-  // staging: the dS stage the chain's last step used (kAsyncDkvStore).
+  // staging: where BwdMainloop::dkv_staging put dK and dV (the dS stage the
+  // chain's last step used with kAsyncDkvStore, else the dS buffers).
   template <class FragDk, class FragDv>
   __device__ void store(const ChainWork& work, FragDk& dk, FragDv& dv, Element* staging) {
     CUTE_UNROLL
@@ -51,13 +52,13 @@ struct BwdEpilogue {
           tma_store_arrive();
         }
       } else {
-        stage(dk, smem.ds);
+        stage(dk, staging);
         sync();
-        write_rows(work, smem.ds, params.dk, params.dk_strides);
+        write_rows(work, staging, params.dk, params.dk_strides);
         sync();
-        stage(dv, smem.ds);
+        stage(dv, staging);
         sync();
-        write_rows(work, smem.ds, params.dv, params.dv_strides);
+        write_rows(work, staging, params.dv, params.dv_strides);
         // The next chain's dS^T stores reuse the buffers the rows were just read from.
         sync();
       }
