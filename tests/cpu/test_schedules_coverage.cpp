@@ -89,12 +89,13 @@ TEST(ScheduleCoverage, ClaimOrderDealsInterleavedHeadsRoundRobin) {
   }
 }
 
-TEST(ScheduleCoverage, OnlyOrderedChainSchedulesInterleaveHeads) {
+TEST(ScheduleCoverage, OnlyChainSchedulesInterleaveHeads) {
   EXPECT_EQ(schedule::Schedule(ScheduleKind::kShift, 8).interleaved_heads(), 1);
   EXPECT_EQ(schedule::Schedule(ScheduleKind::kSymmetricShift, 8).interleaved_heads(), 1);
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kAtomic), 1);
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kFA3), schedule::kOrderedClaimInterleave);
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending), schedule::kOrderedClaimInterleave);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kShift), 1);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kSymmetricShift), 1);
+  for (ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending})
+    EXPECT_EQ(schedule::claim_interleave(kind), schedule::kChainClaimInterleave) << to_string(kind);
 }
 
 TEST(ScheduleResolve, MasksAndAuto) {

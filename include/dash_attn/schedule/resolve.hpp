@@ -42,17 +42,18 @@ DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const T
 }
 
 // Heads the claim order interleaves (Schedule::total_items) for a resolved
-// kind. Ordered schedules take 8: measured on the H200 (docs/perf_log.md,
+// kind. The chain schedules take 8: measured on the H200 (docs/perf_log.md,
 // 2026-12-01) against 1, 2 and 4, it lifts fa3/descending by up to 25% at
 // 1k-8k (their chains no longer fill a wave with one head's dQ hand-offs);
 // more heads spread the claims over more Q/dO/dQ than L2 keeps (all heads:
-// atomic -30% at hdim 128 2k). atomic keeps 1: it has no hand-offs to spread,
-// and at 16k its L2 reuse is worth 2-4%. Wave schedules take 1: a wave's
-// members must be claimed together.
-inline constexpr int kOrderedClaimInterleave = 8;
+// atomic -30% at hdim 128 2k). atomic takes 8 too: a causal wave then holds
+// the longest chains of 8 heads instead of a head's long and short ones
+// (+1-5% on causal rows, -1..-2% at full 16k, with ascending Q tiles). Wave
+// schedules take 1: a wave's members must be claimed together.
+inline constexpr int kChainClaimInterleave = 8;
 
 DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved) {
-  return resolved == ScheduleKind::kFA3 || resolved == ScheduleKind::kDescending ? kOrderedClaimInterleave : 1;
+  return resolved == ScheduleKind::kShift || resolved == ScheduleKind::kSymmetricShift ? 1 : kChainClaimInterleave;
 }
 
 }  // namespace dash_attn::schedule
