@@ -1,10 +1,13 @@
 // dK, dV of one chain from the MMA warpgroups' registers to global memory:
-// for MHA staged in shared memory (stmatrix into the dS buffers, free once
-// both warpgroups' last dQ GEMM has read them; K and V are already loading the
-// next chain), then where both fit in one dS stage (kAsyncDkvStore) stored by
-// TMA while the MMA warpgroups go on, else written one after the other with
-// coalesced 16-byte stores, whole 128-byte lines where the accumulator layout
-// would scatter 16-byte pieces over 8 rows. For GQA/MQA added into the fp32
+// for MHA staged in shared memory with stmatrix, then
+//  - hdim 64 (kAsyncDkvStore): both in the last step's dS stage, stored by
+//    TMA while the MMA warpgroups start the next chain (K and V already load);
+//  - hdim 256 (kDkvStagedInKv): both at once in the chain's K and V buffers,
+//    which the producer refills only after this write-back (a 64-key tile of
+//    dK or dV fills the dS buffers alone);
+//  - hdim 128: one after the other in the dS buffers;
+// written back with coalesced 16-byte stores, whole 128-byte lines where the
+// accumulator layout would scatter 16-byte pieces over 8 rows. For GQA/MQA added into the fp32
 // accumulators of the kv-head, in ascending q-head order when deterministic (separate dK and
 // dV counters so one q-head adds dK while the next adds dV).
 #pragma once
@@ -51,6 +54,17 @@ struct BwdEpilogue {
           tma_store_tile(params.tma_dv, staging + kTileElements, work);
           tma_store_arrive();
         }
+      } else if constexpr (Traits::kDkvStagedInKv) {
+        stage(dk, smem.k);
+        stage(dv, smem.v);
+        sync();
+        write_rows(work, smem.k, params.dk, params.dk_strides);
+        write_rows(work, smem.v, params.dv, params.dv_strides);
+        // K and V go back to the producer (the mainloop left this arrive to
+        // the epilogue); its TMA loads (async proxy) overwrite what this
+        // thread just read.
+        fence_proxy_async_shared();
+        cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
       } else {
         stage(dk, staging);
         sync();

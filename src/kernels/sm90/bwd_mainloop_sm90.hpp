@@ -170,12 +170,14 @@ struct BwdMainloop {
       pipe.advance();
       ds_stage ^= 1;
     }
-    // This thread's GEMMs no longer read K and V: the producer may load the next chain's.
-    cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
+    // This thread's GEMMs no longer read K and V: the producer may load the
+    // next chain's (kDkvStagedInKv: after the epilogue, for MHA).
+    if (!Traits::kDkvStagedInKv || params.dk_accum != nullptr) cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
   }
 
-  // Where the epilogue stages dK and dV: the dS stage of the chain's last
-  // step (with kAsyncDkvStore a TMA store reads it during the next chain).
+  // Where the epilogue stages dK and dV (hdim 128; hdim 64's two tiles: the
+  // dS stage of the chain's last step, which a TMA store reads during the
+  // next chain). kDkvStagedInKv stages in K and V instead.
   __device__ Element* dkv_staging(bool stored_async) {
     if (!Traits::kAsyncDkvStore) return smem.ds;
     if (stored_async) dkv_store_stage = ds_stage ^ 1;

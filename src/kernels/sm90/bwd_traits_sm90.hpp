@@ -68,8 +68,14 @@ struct BwdTraits {
   static constexpr int kDsBuffers = kSplitHeadDim ? 2 : 1;
   // dK and dV fit together in one dS stage (hdim 64): the epilogue stages them
   // in the stage the chain's last step used and stores them with TMA while
-  // the next chain starts; elsewhere it writes them back one after the other.
+  // the next chain starts.
   static constexpr bool kAsyncDkvStore = 2 * kBlockN * kHeadDim <= kBlockM * kBlockN;
+  // hdim 256: dK and dV staged at once in the chain's K and V buffers (the dS
+  // buffers hold one of them), which go back to the producer only after the
+  // epilogue has read them: one round instead of two (+1-15% against two
+  // rounds in the dS buffers, most at 512-2k; H200, 2026-12-01). hdim 128
+  // writes them back one after the other through the dS buffers.
+  static constexpr bool kDkvStagedInKv = kSplitHeadDim;
   // A step's partial dQ goes to the dQ stage with its Q/dO stage's index, so
   // the producer, which fills the Q/dO stages, also tells each dQ writer what
   // its stage's next tile is.
