@@ -2,10 +2,11 @@
 # Builds a variant of the backward main kernel (a commit, plus patches) and
 # links dash-bench and dash_gpu_tests against it into DEST/NAME/, for an A/B
 # of several variants in one device call (docs/gpu_workflow.md). Only the
-# bwd_main_*.cu translation units are recompiled (in a temporary git
-# worktree, with the flags of the configured build tree); every other object
-# comes from that build tree, so the variant may change kernel headers only
-# and must share the build tree's launch interface (launch.hpp, host structs).
+# bwd_main_*.cu translation units and src/host/api.cpp are recompiled (in a
+# temporary git worktree, with the flags of the configured build tree); every
+# other object comes from that build tree, so the variant may change kernel
+# and schedule headers only and must share the build tree's launch interface
+# (launch.hpp, host structs).
 #   scripts/build_variant.sh NAME [--rev REV] [--dest DIR] [--bench-only] [PATCH ...]
 # (--bench-only: no dash_gpu_tests, ~7 MB less to carry; the device call's
 # carry is limited to 64 MiB, about four variants with tests.)
@@ -45,9 +46,15 @@ cuda_flags=$(sed -n 's/^CUDA_FLAGS = //p' "$flags_dir/flags.make")
 ls "$work"/tree/src/kernels/sm90/bwd_main_sm90_hdim*_*.cu | xargs -P 2 -I{} sh -c \
   'nvcc --options-file "$0/includes.rsp" $1 -c "{}" -o "$0/$(basename "{}").o"' "$work" "$cuda_flags"
 
-# The build's library with the variant's kernel objects (same member names).
+# api.cpp builds the schedule object (resolved kind, claim interleave) the
+# kernel decodes its claims with, so a schedule patch reaches it too.
+cxx_flags=$(sed -n 's/^CXX_FLAGS = //p; s/^CXX_INCLUDES = //p' "$flags_dir/flags.make" | sed "s#$here/#$work/tree/#g" | tr '\n' ' ')
+# shellcheck disable=SC2086  # flags are word-split on purpose
+c++ $cxx_flags -c "$work/tree/src/host/api.cpp" -o "$work/api.cpp.o"
+
+# The build's library with the variant's objects (same member names).
 cp "$build/src/libdash_attn.a" "$work/libdash_attn.a"
-(cd "$work" && ar r libdash_attn.a bwd_main_sm90_hdim*_*.cu.o)
+(cd "$work" && ar r libdash_attn.a api.cpp.o bwd_main_sm90_hdim*_*.cu.o)
 
 case $dest in /*) out=$dest/$name ;; *) out=$here/$dest/$name ;; esac
 mkdir -p "$out"
