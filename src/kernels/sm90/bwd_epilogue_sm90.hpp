@@ -1,15 +1,12 @@
-// dK, dV of one chain from the MMA warpgroups' registers to global memory:
-// for MHA staged in shared memory with stmatrix, then
-//  - hdim 64 (kAsyncDkvStore): both in the last step's dS stage, stored by
-//    TMA while the MMA warpgroups start the next chain (K and V already load);
-//  - hdim 256 (kDkvStagedInKv): both at once in the chain's K and V buffers,
-//    which the producer refills only after this write-back (a 64-key tile of
-//    dK or dV fills the dS buffers alone);
-//  - hdim 128: one after the other in the dS buffers;
-// written back with coalesced 16-byte stores, whole 128-byte lines where the
-// accumulator layout would scatter 16-byte pieces over 8 rows. For GQA/MQA added into the fp32
-// accumulators of the kv-head, in ascending q-head order when deterministic (separate dK and
-// dV counters so one q-head adds dK while the next adds dV).
+// dK, dV of one chain from the MMA warpgroups' registers to global memory.
+// For MHA staged in shared memory with stmatrix, as BwdTraits says
+// (kDkvInOneDsStage, kDkvStagedInKv): by TMA stores from the dS buffers at
+// hdim 64 and 128, the last of which runs on into the next chain; at hdim 256
+// from the K and V buffers with coalesced 16-byte stores, whole 128-byte lines
+// where the accumulator layout would scatter 16-byte pieces over 8 rows. For
+// GQA/MQA added into the fp32 accumulators of the kv-head, in ascending q-head
+// order when deterministic (separate dK and dV counters so one q-head adds dK
+// while the next adds dV).
 #pragma once
 
 #include "bwd_params_sm90.hpp"
@@ -31,17 +28,27 @@ struct BwdEpilogue {
   typename Traits::SharedStorage& smem;
   int thread;  // 0..kMmaThreads-1
 
-  // staging: where BwdMainloop::dkv_staging put dK and dV (the dS stage the
-  // chain's last step used with kAsyncDkvStore, else the dS buffers).
+  // staging: where BwdMainloop::dkv_staging puts dK and dV in the dS buffers.
   template <class FragDk, class FragDv>
   __device__ void store(const ChainWork& work, FragDk& dk, FragDv& dv, Element* staging) {
     CUTE_UNROLL
     for (int i = 0; i < size(dk); ++i) dk(i) *= params.softmax_scale;
     if (params.dk_accum == nullptr) {
       auto sync = [] { named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads); };
-      // Before the first stmatrix: the other warpgroup's last dQ GEMM may still read dS.
+      // Before the first stmatrix: the other warpgroup's last GEMMs may still read dS, K and V.
       sync();
-      if constexpr (Traits::kAsyncDkvStore) {
+      if constexpr (Traits::kDkvStagedInKv) {
+        stage(dk, smem.k);
+        stage(dv, smem.v);
+        sync();
+        write_rows(work, smem.k, params.dk, params.dk_strides);
+        write_rows(work, smem.v, params.dv, params.dv_strides);
+        // K and V go back to the producer (the mainloop left this arrive to
+        // the epilogue); its TMA loads (async proxy) overwrite what this
+        // thread just read.
+        fence_proxy_async_shared();
+        cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
+      } else if constexpr (Traits::kDkvInOneDsStage) {
         // The previous chain's stores read the other dS stage; after the next
         // barrier every thread may reuse it.
         if (thread == 0) tma_store_wait<0>();
@@ -54,27 +61,24 @@ struct BwdEpilogue {
           tma_store_tile(params.tma_dv, staging + kTileElements, work);
           tma_store_arrive();
         }
-      } else if constexpr (Traits::kDkvStagedInKv) {
-        stage(dk, smem.k);
-        stage(dv, smem.v);
-        sync();
-        write_rows(work, smem.k, params.dk, params.dk_strides);
-        write_rows(work, smem.v, params.dv, params.dv_strides);
-        // K and V go back to the producer (the mainloop left this arrive to
-        // the epilogue); its TMA loads (async proxy) overwrite what this
-        // thread just read.
-        fence_proxy_async_shared();
-        cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
       } else {
         stage(dk, staging);
+        fence_proxy_async_shared();
         sync();
-        write_rows(work, staging, params.dk, params.dk_strides);
+        if (thread == 0) {
+          tma_store_tile(params.tma_dk, staging, work);
+          tma_store_arrive();
+          tma_store_wait<0>();
+        }
+        // dK has been read out of the buffers dV goes to.
         sync();
         stage(dv, staging);
+        fence_proxy_async_shared();
         sync();
-        write_rows(work, staging, params.dv, params.dv_strides);
-        // The next chain's dS^T stores reuse the buffers the rows were just read from.
-        sync();
+        if (thread == 0) {
+          tma_store_tile(params.tma_dv, staging, work);
+          tma_store_arrive();
+        }
       }
       return;
     }

@@ -38,7 +38,7 @@ struct BwdMainloop {
   int thread;  // 0..kMmaThreads-1
   PipelineState<Traits::kStages> pipe;
   int ds_stage = 0;
-  int dkv_store_stage = -1;  // kAsyncDkvStore: the dS stage TMA stores of dK/dV may still read (-1: none)
+  int dkv_store_stage = -1;  // the dS stage the previous chain's dK/dV TMA stores may still read (-1: none; hdim 128: both)
 
   // Accumulates dK (unscaled) and dV of the chain over its Q tiles into the given fragments.
   template <class FragDk, class FragDv>
@@ -84,6 +84,10 @@ struct BwdMainloop {
     clear(dk);
     clear(dv);
     cutlass::arch::ClusterBarrier::wait(&smem.kv_full, kv_phase);
+    // hdim 128: the previous chain's dV store reads both dS stages. Waiting
+    // here keeps the step loop free of it (a check in every step cost 2-7%).
+    if constexpr (Traits::kDkvTmaStore && !Traits::kDkvInOneDsStage)
+      if (dkv_store_stage >= 0) await_dkv_store();
 
     const int key_base = work.kv * kBlockN;
     for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
@@ -125,7 +129,7 @@ struct BwdMainloop {
 
       Tensor p16 = convert_fragment<Element>(s_acc);
       Tensor ds16 = convert_fragment<Element>(dp_acc);
-      if constexpr (Traits::kAsyncDkvStore)
+      if constexpr (Traits::kDkvInOneDsStage)
         if (ds_stage == dkv_store_stage) await_dkv_store();
       copy(r2s_ds, thr_r2s_ds.retile_S(ds16), t_ds_store(_, _, _, ds_stage));
       if constexpr (Traits::kSplitHeadDim)
@@ -175,18 +179,22 @@ struct BwdMainloop {
     if (!Traits::kDkvStagedInKv || params.dk_accum != nullptr) cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
   }
 
-  // Where the epilogue stages dK and dV (hdim 128; hdim 64's two tiles: the
-  // dS stage of the chain's last step, which a TMA store reads during the
-  // next chain). kDkvStagedInKv stages in K and V instead.
+  // Where the epilogue stages an MHA chain's dK and dV when TMA stores them
+  // (stored_async: dK/dV are MHA's, not added into accumulators): hdim 64 in
+  // the dS stage of the chain's last step, hdim 128 over both dS stages.
   __device__ Element* dkv_staging(bool stored_async) {
-    if (!Traits::kAsyncDkvStore) return smem.ds;
-    if (stored_async) dkv_store_stage = ds_stage ^ 1;
-    return smem.ds + (ds_stage ^ 1) * kBlockM * kBlockN;
+    if constexpr (Traits::kDkvInOneDsStage) {
+      if (stored_async) dkv_store_stage = ds_stage ^ 1;
+      return smem.ds + (ds_stage ^ 1) * kBlockM * kBlockN;
+    } else {
+      if (Traits::kDkvTmaStore && stored_async) dkv_store_stage = 0;
+      return smem.ds;
+    }
   }
 
   // Before the CTA exits: the dK/dV TMA stores thread 0 issued have completed.
   __device__ void finish() {
-    if (Traits::kAsyncDkvStore && thread == 0) bulk_wait_all_complete();
+    if (Traits::kDkvTmaStore && thread == 0) bulk_wait_all_complete();
   }
 
  private:

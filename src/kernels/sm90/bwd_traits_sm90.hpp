@@ -66,16 +66,22 @@ struct BwdTraits {
   static constexpr bool kDqInQStage = kSplitHeadDim;
   // dS^T stages, followed by as many P^T stages when P^T goes through shared memory.
   static constexpr int kDsBuffers = kSplitHeadDim ? 2 : 1;
-  // dK and dV fit together in one dS stage (hdim 64): the epilogue stages them
-  // in the stage the chain's last step used and stores them with TMA while
-  // the next chain starts.
-  static constexpr bool kAsyncDkvStore = 2 * kBlockN * kHeadDim <= kBlockM * kBlockN;
-  // hdim 256: dK and dV staged at once in the chain's K and V buffers (the dS
-  // buffers hold one of them), which go back to the producer only after the
-  // epilogue has read them: one round instead of two (+1-15% against two
-  // rounds in the dS buffers, most at 512-2k; H200, 2026-12-01). hdim 128
-  // writes them back one after the other through the dS buffers.
+  // How the epilogue takes an MHA chain's dK and dV out of shared memory:
+  //  - hdim 64 (kDkvInOneDsStage): both fit in one dS stage; staged in the
+  //    stage the chain's last step used and stored by TMA while the next
+  //    chain starts;
+  //  - hdim 128: one after the other over both dS stages, each stored by TMA;
+  //    the dV store runs on into the next chain, which waits for its read
+  //    before its first step (+6-11% at 512-1k over two rounds of 16-byte
+  //    stores, ~0 from 4k; waiting inside the step loop instead cost 2-7%
+  //    from 2k; H200, 2026-12-01);
+  //  - hdim 256 (kDkvStagedInKv): both at once in the chain's K and V buffers
+  //    (the dS buffers hold one of them), which go back to the producer only
+  //    after the epilogue has read them (one round instead of two: +1-15%,
+  //    most at 512-2k), written back with 16-byte stores.
+  static constexpr bool kDkvInOneDsStage = 2 * kBlockN * kHeadDim <= kBlockM * kBlockN;
   static constexpr bool kDkvStagedInKv = kSplitHeadDim;
+  static constexpr bool kDkvTmaStore = !kDkvStagedInKv;
   // A step's partial dQ goes to the dQ stage with its Q/dO stage's index, so
   // the producer, which fills the Q/dO stages, also tells each dQ writer what
   // its stage's next tile is.
