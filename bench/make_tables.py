@@ -1,8 +1,8 @@
 """Markdown tables from a dash-bench JSON, a peers JSON (bench/peers.py, or
 the older SDPA-only bench/results/*sdpa_peers*.json) and the FA3 anchors:
 TFLOPS per implementation at each seqlen for every (head_dim, mask) and pass,
-dash_attn relative to the best peer, the bitwise rerun results and the modes
-that were refused. FA3 columns are anchors measured once (issues 4 and 5),
+dash_attn relative to the best peer, issue 5's bars, the bitwise rerun
+results and the modes that were refused. FA3 columns are anchors measured once (issues 4 and 5),
 not measured in the run; they are labelled so.
 
     python3 bench/make_tables.py DASH_BENCH.json|- PEERS.json [bench/fa3_anchors.json] [--hdims 256] > tables.md
@@ -126,6 +126,34 @@ def schedule_table(ours, configs=CONFIGS):
     return _table(["hdim, mask"] + list(BWD_SCHEDULES), lines)
 
 
+ATOMIC_BAR, DETERMINISTIC_BAR = 0.85, 0.90  # issue 5
+
+
+def bars_table(ours, anchors, configs=CONFIGS):
+    """Issue 5's two bars from the dash-bench rows: our atomic schedule as a
+    share of FA3's non-deterministic anchor (bar 85%), and the best
+    deterministic schedule of the run, and auto, as a share of our atomic
+    (bar 90%); the last line counts the rows at each bar."""
+    lines, met, rows = [], [0, 0], 0
+    for head_dim, mask in configs:
+        key = f"{head_dim} {mask}"
+        anchor = anchors["bwd_nondeterministic"].get(key) if anchors else None
+        atomic = _dash_bench_series(ours, "bwd", head_dim, mask, "atomic")
+        per = [_dash_bench_series(ours, "bwd", head_dim, mask, s) for s in BWD_SCHEDULES if s != "atomic"]
+        best = [max((v for v in column if v is not None), default=None) for column in zip(*per)]
+        if not anchor or all(v is None for v in atomic):
+            continue
+        shares = [_ratio(atomic, anchor), _ratio(best, atomic),
+                  _ratio(_dash_bench_series(ours, "bwd", head_dim, mask, "auto"), atomic)]
+        for i, bar in enumerate((ATOMIC_BAR, DETERMINISTIC_BAR)):
+            met[i] += sum(v is not None and v >= bar for v in shares[i])
+        rows += len(SEQLENS)
+        lines.append([key] + [" ".join(_percent(v) for v in cell) for cell in shares])
+    header = ["hdim, mask", f"atomic % of FA3 non-det. (bar {ATOMIC_BAR:.0%})",
+              f"best det. schedule % of our atomic (bar {DETERMINISTIC_BAR:.0%})", "auto (det.) % of our atomic"]
+    return _table(header, lines) + f"\n\nRows at the bars: atomic {met[0]}/{rows}, deterministic {met[1]}/{rows}."
+
+
 def determinism_table(peers):
     """Per implementation and mode: backward rows whose rerun was bitwise
     equal, of those measured, and the largest difference seen."""
@@ -176,6 +204,9 @@ def render(ours, peers, anchors, configs=CONFIGS):
     if ours:
         out += ["", "### Backward per schedule, dash-bench (TFLOPS, seqlen 512 1k 2k 4k 8k 16k)", "",
                 schedule_table(ours, configs)]
+        if anchors:
+            out += ["", "### Issue 5's bars, dash-bench (%, seqlen 512 1k 2k 4k 8k 16k)", "",
+                    bars_table(ours, anchors, configs)]
     if any("bitwise" in r for r in peers["rows"]):
         out += ["", "### Backward reruns (same inputs, twice)", "", determinism_table(peers)]
     refused = refused_lines(peers)
