@@ -163,7 +163,7 @@ int run_model(const BenchOptions& o, RunInfo& info, const std::string& reason) {
   info.mode = "model";
   cudaRuntimeGetVersion(&info.cuda_runtime);
   std::printf("dash-bench: %s.\nRunning the schedule model instead: modeled backward times (docs/schedules.md), costs\n"
-              "fitted to the H200 (2026-11-29), %d workers; no forward, no verification, no bitwise reruns.\n",
+              "fitted to H200 runs of the kernel (apps/bench/model_rows.cpp), %d workers; no forward, no verification, no bitwise reruns.\n",
               reason.c_str(), kModelWorkers);
   std::fputs(table_header().c_str(), stdout);
   const int threads = std::max(1u, std::thread::hardware_concurrency());

@@ -9,18 +9,19 @@
 namespace dash_attn::bench {
 
 model::CostModel h200_backward_costs(int head_dim, bool* calibrated) {
-  // Fitted to the H200 grid of commit 87640d1 (docs/schedules.md, "Recalibration at
-  // 87640d1"; c, c_masked, r, s and the per-chain cost in ms).
+  // Fitted to the H200 grids of commit c91b5f7 (hdim 64, 128) and c51f0fc (256,
+  // the same hdim 256 kernel) (docs/schedules.md, "Recalibration at c91b5f7";
+  // c, c_masked, r, s and the per-chain cost in ms).
   model::CostModel cost;
   double chain = 0;  // prologue + epilogue, fitted as one per-chain cost
   if (head_dim == 64) {
-    cost.compute = 0.00308, cost.compute_masked = 0.00452, cost.reduce = 0.00038, cost.handoff = 0, chain = 0.00627;
+    cost.compute = 0.00310, cost.compute_masked = 0.00392, cost.reduce = 0.00039, cost.handoff = 0, chain = 0.00636;
   } else if (head_dim == 256) {
-    cost.compute = 0.00343, cost.compute_masked = 0.00434, cost.reduce = 0.00215, cost.handoff = 0.00172;
-    chain = 0.02139;
+    cost.compute = 0.00346, cost.compute_masked = 0.00365, cost.reduce = 0.00216, cost.handoff = 0.00173;
+    chain = 0.01711;
   } else {
-    cost.compute = 0.00254, cost.compute_masked = 0.00328, cost.reduce = 0.00095, cost.handoff = 0.00254;
-    chain = 0.01489;
+    cost.compute = 0.00261, cost.compute_masked = 0.00345, cost.reduce = 0.00065, cost.handoff = 0.00261;
+    chain = 0.01118;
   }
   cost.prologue = cost.epilogue = chain / 2;
   cost.overlap_reduce = true;  // the dQ writer warps add while the next tile computes,
