@@ -26,16 +26,8 @@ struct Params {
 };
 
 CostModel cost_of(const Params& p, double scale = 1) {
-  CostModel cost;
-  cost.compute = scale * p.c;
-  cost.compute_masked = scale * p.c_masked;
-  cost.reduce = scale * p.reduce_ratio * p.c;
-  cost.handoff = scale * p.handoff_ratio * p.c;
-  cost.prologue = cost.epilogue = scale * p.chain / 2;  // not separable: both are paid once per chain
-  cost.overlap_reduce = true;
-  cost.dq_writers = 2;  // as the kernel runs: one writer warp per dQ stage,
-  cost.drain_between_chains = false;  // the next chain starts while the writers still add
-  return cost;
+  return kernel_cost_model(scale * p.c, scale * p.c_masked, scale * p.reduce_ratio * p.c,
+                           scale * p.handoff_ratio * p.c, scale * p.chain);
 }
 
 // The scale minimizing sum (scale * m / y - 1)^2, and that sum: every point
@@ -220,6 +212,19 @@ long long steps_of(const schedule::TileProblem& problem) {
 }
 
 }  // namespace
+
+CostModel kernel_cost_model(double compute, double compute_masked, double reduce, double handoff, double chain) {
+  CostModel cost;
+  cost.compute = compute;
+  cost.compute_masked = compute_masked;
+  cost.reduce = reduce;
+  cost.handoff = handoff;
+  cost.prologue = cost.epilogue = chain / 2;  // not separable: both are paid once per chain
+  cost.overlap_reduce = true;
+  cost.dq_writers = 2;
+  cost.drain_between_chains = false;
+  return cost;
+}
 
 schedule::TileProblem standard_problem(int head_dim, bool causal, int seqlen) {
   const TileShape tile = backward_tile(head_dim);

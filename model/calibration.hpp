@@ -13,8 +13,8 @@
 //  2. all rows: a grid over r/c and s/c, refined around the best point; each
 //     point is scored after the common scale of all costs that fits it best.
 //  3. the best point's costs times that scale.
-// Adds are overlapped (CostModel::overlap_reduce): the kernel's dQ writer
-// warp adds while the MMA warpgroups compute the next Q tile.
+// The kernel's structure (overlapped adds, no drain between chains) is
+// kernel_cost_model's.
 #pragma once
 
 #include <vector>
@@ -49,6 +49,13 @@ struct Calibration {
   double rms_relative_error = 0;
   int evaluations = 0;  // simulations of the whole point set
 };
+
+// The kernel as the model runs it, around fitted costs (per step, per masked
+// step, per add, per hand-off, per chain): the dQ writer warps, one per dQ
+// stage, add while the next Q tile computes, and a chain starts while they
+// still add the previous one's last tiles. The fit and dash-bench --model
+// both build their cost models here.
+CostModel kernel_cost_model(double compute, double compute_masked, double reduce, double handoff, double chain);
 
 // Throws std::invalid_argument without atomic points or with a non-positive measurement.
 Calibration calibrate(const std::vector<CalibrationPoint>& points, const CalibrationOptions& options);

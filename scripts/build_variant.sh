@@ -36,7 +36,10 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export 
 work=$(mktemp -d)
 git worktree add --detach "$work/tree" "$rev" >/dev/null
 trap 'git worktree remove --force "$work/tree"; rm -rf "$work"' EXIT
-for patch in "$@"; do git -C "$work/tree" apply "$here/$patch"; done
+for patch in "$@"; do
+  case $patch in /*) ;; *) patch=$here/$patch ;; esac
+  git -C "$work/tree" apply "$patch"
+done
 ln -s "$here/.deps" "$work/tree/.deps"
 
 # The build's include paths and flags, pointed at the worktree.

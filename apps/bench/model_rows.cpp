@@ -10,27 +10,12 @@ namespace dash_attn::bench {
 
 model::CostModel h200_backward_costs(int head_dim, bool* calibrated) {
   // Fitted to the H200 grids of commit c91b5f7 (hdim 64, 128) and c51f0fc (256,
-  // the same hdim 256 kernel) (docs/schedules.md, "Recalibration at c91b5f7";
-  // c, c_masked, r, s and the per-chain cost in ms).
-  model::CostModel cost;
-  double chain = 0;  // prologue + epilogue, fitted as one per-chain cost
-  if (head_dim == 64) {
-    cost.compute = 0.00310, cost.compute_masked = 0.00392, cost.reduce = 0.00039, cost.handoff = 0, chain = 0.00636;
-  } else if (head_dim == 256) {
-    cost.compute = 0.00346, cost.compute_masked = 0.00365, cost.reduce = 0.00216, cost.handoff = 0.00173;
-    chain = 0.01711;
-  } else {
-    cost.compute = 0.00261, cost.compute_masked = 0.00345, cost.reduce = 0.00065, cost.handoff = 0.00261;
-    chain = 0.01118;
-  }
-  cost.prologue = cost.epilogue = chain / 2;
-  cost.overlap_reduce = true;  // the dQ writer warps add while the next tile computes,
-  cost.dq_writers = 2;         // one per dQ stage;
-  // no drain between chains: the producer runs a chain ahead, so a chain
-  // starts while the writers still add the previous one's last tiles.
-  cost.drain_between_chains = false;
+  // the same hdim 256 kernel) (docs/schedules.md, "Recalibration at c91b5f7"):
+  // c, c_masked, r, s and the per-chain cost in ms.
   if (calibrated) *calibrated = head_dim == 64 || head_dim == 128 || head_dim == 256;
-  return cost;
+  if (head_dim == 64) return model::kernel_cost_model(0.00310, 0.00392, 0.00039, 0, 0.00636);
+  if (head_dim == 256) return model::kernel_cost_model(0.00346, 0.00365, 0.00216, 0.00173, 0.01711);
+  return model::kernel_cost_model(0.00261, 0.00345, 0.00065, 0.00261, 0.01118);
 }
 
 std::vector<Row> model_rows(const BenchOptions& options, const BenchCase& c, int threads) {

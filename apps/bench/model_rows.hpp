@@ -14,7 +14,7 @@ namespace dash_attn::bench {
 
 inline constexpr int kModelWorkers = 132;  // H200 SMs: one backward CTA per SM
 
-// docs/schedules.md, "Recalibration at 87640d1", in ms, for head_dim 64, 128
+// docs/schedules.md, "Recalibration at c91b5f7", in ms, for head_dim 64, 128
 // and 256; other head dims take hdim 128's costs and calibrated says so.
 model::CostModel h200_backward_costs(int head_dim, bool* calibrated = nullptr);
 

@@ -59,6 +59,10 @@ struct CheckedProblem {
         << "dV";
   }
 
+  std::string case_name(ScheduleKind kind) const {
+    return testing::case_name(BackwardCase{pc.dtype, pc.shape, pc.causal, kind, kind != ScheduleKind::kAtomic, pc.strided});
+  }
+
   Options options(ScheduleKind kind, int max_ctas = 0) const {
     Options o;
     o.causal = pc.causal;
@@ -88,8 +92,7 @@ TEST_P(BackwardAccuracy, EverySchedule) {
   const CheckedProblem checked(GetParam());
   testing::BackwardRunner runner(checked.problem);
   for (const ScheduleKind kind : kSchedules) {
-    SCOPED_TRACE(testing::case_name(BackwardCase{checked.pc.dtype, checked.pc.shape, checked.pc.causal, kind,
-                                                 kind != ScheduleKind::kAtomic, checked.pc.strided}));
+    SCOPED_TRACE(checked.case_name(kind));
     runner.run(checked.options(kind));
     checked.expect_accurate(runner.bits());
   }
@@ -120,8 +123,9 @@ INSTANTIATE_TEST_SUITE_P(Backward, BackwardAccuracy, ::testing::ValuesIn(accurac
                          test_name);
 
 // Two CTAs for a multi-head MHA problem: each CTA runs many chains back to
-// back, so the producer works a chain ahead (the next chain's K/V loads while
-// dK/dV of the current one are staged in the dS buffers and written back).
+// back, so the producer works a chain ahead (the next chain's first Q/dO tile
+// and K/V load while dK/dV of the current one are written back, and at hdim
+// 64/128 a TMA store of dK/dV runs into the next chain).
 // Every schedule that runs on any grid, against fp64; the deterministic ones
 // also bitwise equal to their full grid.
 class BackwardChainsBackToBack : public ::testing::TestWithParam<ProblemCase> {};
@@ -132,8 +136,7 @@ TEST_P(BackwardChainsBackToBack, TwoCtasMatchFullGrid) {
   testing::BackwardRunner runner(checked.problem);
   for (const ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending,
                                   ScheduleKind::kAuto}) {
-    SCOPED_TRACE(testing::case_name(BackwardCase{checked.pc.dtype, checked.pc.shape, checked.pc.causal, kind,
-                                                 kind != ScheduleKind::kAtomic, checked.pc.strided}));
+    SCOPED_TRACE(checked.case_name(kind));
     runner.run(checked.options(kind));
     const testing::GradientBits full_grid = runner.bits();
     runner.run(checked.options(kind, 2));

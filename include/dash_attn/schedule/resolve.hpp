@@ -41,6 +41,12 @@ DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const T
   }
 }
 
+// shift and symmetric_shift: chains wait on later members of their wave, so a
+// wave's members are claimed together and must be co-resident.
+DASH_HOST_DEVICE inline bool is_wave_schedule(ScheduleKind kind) {
+  return kind == ScheduleKind::kShift || kind == ScheduleKind::kSymmetricShift;
+}
+
 // Heads the claim order interleaves (Schedule::total_items) for a resolved
 // kind. The chain schedules take 8: measured on the H200 (docs/perf_log.md,
 // 2026-12-01) against 1, 2 and 4, it lifts fa3/descending by up to 25% at
@@ -53,7 +59,7 @@ DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const T
 inline constexpr int kChainClaimInterleave = 8;
 
 DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved) {
-  return resolved == ScheduleKind::kShift || resolved == ScheduleKind::kSymmetricShift ? 1 : kChainClaimInterleave;
+  return is_wave_schedule(resolved) ? 1 : kChainClaimInterleave;
 }
 
 }  // namespace dash_attn::schedule

@@ -71,7 +71,7 @@ class Schedule {
   // wave schedules always take 1.
   DASH_HOST_DEVICE explicit Schedule(ScheduleKind kind) : Schedule(kind, claim_interleave(kind)) {}
   DASH_HOST_DEVICE Schedule(ScheduleKind kind, int interleaved_heads)
-      : kind_(kind), interleaved_heads_(is_wave_kind(kind) || interleaved_heads < 1 ? 1 : interleaved_heads) {}
+      : kind_(kind), interleaved_heads_(is_wave_schedule(kind) || interleaved_heads < 1 ? 1 : interleaved_heads) {}
 
   DASH_HOST_DEVICE ScheduleKind kind() const { return kind_; }
   DASH_HOST_DEVICE int interleaved_heads() const { return interleaved_heads_; }
@@ -174,10 +174,6 @@ class Schedule {
   }
 
  private:
-  DASH_HOST_DEVICE static bool is_wave_kind(ScheduleKind kind) {
-    return kind == ScheduleKind::kShift || kind == ScheduleKind::kSymmetricShift;
-  }
-
   ScheduleKind kind_;
   int interleaved_heads_;
 };

@@ -34,7 +34,6 @@ struct BwdEpilogue {
     CUTE_UNROLL
     for (int i = 0; i < size(dk); ++i) dk(i) *= params.softmax_scale;
     if (params.dk_accum == nullptr) {
-      auto sync = [] { named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads); };
       // Before the first stmatrix: the other warpgroup's last GEMMs may still read dS, K and V.
       sync();
       if constexpr (Traits::kDkvStagedInKv) {
@@ -62,23 +61,11 @@ struct BwdEpilogue {
           tma_store_arrive();
         }
       } else {
-        stage(dk, staging);
-        fence_proxy_async_shared();
-        sync();
-        if (thread == 0) {
-          tma_store_tile(params.tma_dk, staging, work);
-          tma_store_arrive();
-          tma_store_wait<0>();
-        }
+        stage_and_store(dk, params.tma_dk, staging, work);
         // dK has been read out of the buffers dV goes to.
+        if (thread == 0) tma_store_wait<0>();
         sync();
-        stage(dv, staging);
-        fence_proxy_async_shared();
-        sync();
-        if (thread == 0) {
-          tma_store_tile(params.tma_dv, staging, work);
-          tma_store_arrive();
-        }
+        stage_and_store(dv, params.tma_dv, staging, work);
       }
       return;
     }
@@ -93,6 +80,9 @@ struct BwdEpilogue {
   }
 
  private:
+  // All MMA threads.
+  __device__ static void sync() { named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads); }
+
   // Accumulator -> (kBlockN x kHeadDim) tile in K's shared layout, rows = keys.
   template <class Frag>
   __device__ void stage(const Frag& acc, Element* buffer) const {
@@ -102,6 +92,19 @@ struct BwdEpilogue {
     auto thr_r2s = r2s.get_thread_slice(thread);
     Tensor converted = convert_fragment<Element>(acc);
     copy(r2s, thr_r2s.retile_S(converted), thr_r2s.partition_D(s_tile));
+  }
+
+  // One tile through `buffer`: staged by every thread, then stored by TMA
+  // from thread 0 (not awaited).
+  template <class Frag, class TmaStore>
+  __device__ void stage_and_store(const Frag& acc, const TmaStore& tma, Element* buffer, const ChainWork& work) const {
+    stage(acc, buffer);
+    fence_proxy_async_shared();
+    sync();
+    if (thread == 0) {
+      tma_store_tile(tma, buffer, work);
+      tma_store_arrive();
+    }
   }
 
   // The staged (kBlockN x kHeadDim) tile to rows [kv * kBlockN, ...) of the
@@ -140,7 +143,7 @@ struct BwdEpilogue {
     const bool ordered = rank != schedule::kUnordered;
     if (ordered) {
       if (thread == 0) wait_for_rank(counters + tile, rank);
-      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads);
+      sync();
     }
     CUTE_UNROLL
     for (int i = 0; i < size(acc); i += 2) {
@@ -149,7 +152,7 @@ struct BwdEpilogue {
     }
     if (ordered) {
       __threadfence();
-      named_barrier_sync(static_cast<uint32_t>(NamedBarrier::kEpilogue), Traits::kMmaThreads);
+      sync();
       if (thread == 0) release_increment(counters + tile);
     }
   }
