@@ -147,3 +147,29 @@ def test_transformers_llama_runs_with_dash_attn():
                                                                     dtype=torch.bfloat16).cuda()
     reference_model.load_state_dict(model.state_dict())
     assert abs(loss.item() - reference_model(input_ids=ids, labels=ids).loss.item()) < 2e-2
+
+
+def tiny_model(transformers, config_class, attn_implementation, dtype=torch.bfloat16, **options):
+    config = config_class(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, vocab_size=1000, **options)
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation,
+                                                         dtype=dtype).cuda()
+
+
+@pytest.mark.parametrize("config_name, options, autocast", [
+    ("MistralConfig", dict(sliding_window=128), False),  # a window of >= seqlen keys hides none: honoured
+    ("Qwen2Config", dict(), False),
+    ("LlamaConfig", dict(), True),  # float32 weights under bf16 autocast: RoPE makes q/k float32, cast back
+])
+def test_transformers_logits_match_sdpa(config_name, options, autocast):
+    transformers = pytest.importorskip("transformers")
+    config_class = getattr(transformers, config_name)
+    dtype = torch.float32 if autocast else torch.bfloat16
+    model = tiny_model(transformers, config_class, "dash_attn", dtype, **options)
+    reference_model = tiny_model(transformers, config_class, "sdpa", dtype, **options)
+    reference_model.load_state_dict(model.state_dict())
+    ids = torch.randint(0, 1000, (2, 128), device="cuda")
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        logits, expected = model(input_ids=ids).logits, reference_model(input_ids=ids).logits
+    assert (logits.float() - expected.float()).abs().max().item() < 5e-2
