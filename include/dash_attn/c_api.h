@@ -1,10 +1,19 @@
 /* C entry points of dash_attn, for foreign-function callers (the Python
  * package loads them with ctypes, so the library never links a framework).
- * Each function returns 0 on success, otherwise 1 + dash_attn::ErrorCode,
+ * Each function returns DASH_OK on success, otherwise one DASH_ERROR_* code,
  * and dash_last_error() returns the message of the calling thread's last
- * failure. */
+ * failure.
+ *
+ * Every code that crosses this boundary has an explicit value below, so a
+ * reordered C++ enum cannot change what a caller's number means. Bump
+ * DASH_ATTN_ABI_VERSION on any change of a struct layout, a function
+ * signature or a constant's value; callers compare it with dash_abi_version()
+ * before their first call. */
 #ifndef DASH_ATTN_C_API_H
 #define DASH_ATTN_C_API_H
+
+/* The version of everything in this header, as one number (see above). */
+#define DASH_ATTN_ABI_VERSION 1
 
 #include <stddef.h>
 #include <stdint.h>
@@ -38,11 +47,32 @@ typedef struct {
   int32_t has_softmax_scale; /* 0: 1/sqrt(head_dim) */
   float softmax_scale;
   int32_t deterministic;
-  int32_t schedule; /* dash_attn::ScheduleKind */
+  int32_t schedule; /* a DASH_SCHEDULE_* code */
   int32_t max_ctas;
 } DashOptions;
 
+/* The dtype argument of dash_forward and dash_backward. */
 enum { DASH_DTYPE_BF16 = 0, DASH_DTYPE_FP16 = 1 };
+
+/* DashOptions.schedule: one per dash_attn::ScheduleKind. */
+enum {
+  DASH_SCHEDULE_ATOMIC = 0,
+  DASH_SCHEDULE_FA3 = 1,
+  DASH_SCHEDULE_DESCENDING = 2,
+  DASH_SCHEDULE_SHIFT = 3,
+  DASH_SCHEDULE_SYMMETRIC_SHIFT = 4,
+  DASH_SCHEDULE_AUTO = 5
+};
+
+/* Return codes: DASH_OK, or one per dash_attn::ErrorCode. */
+enum {
+  DASH_OK = 0,
+  DASH_ERROR_INVALID_ARGUMENT = 1,
+  DASH_ERROR_NOT_SUPPORTED = 2,
+  DASH_ERROR_NOT_IMPLEMENTED = 3,
+  DASH_ERROR_UNSAFE_SCHEDULE = 4,
+  DASH_ERROR_CUDA = 5
+};
 
 DASH_C_API int dash_forward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
                  const DashTensor* out, const DashLse* lse, const DashOptions* options, void* stream);
@@ -55,6 +85,9 @@ DASH_C_API int dash_backward(const DashShape* shape, int32_t dtype, const DashTe
 DASH_C_API int dash_backward_workspace_size(const DashShape* shape, const DashOptions* options, size_t* bytes);
 
 DASH_C_API const char* dash_last_error(void);
+
+/* DASH_ATTN_ABI_VERSION of the header this library was built from. */
+DASH_C_API int32_t dash_abi_version(void);
 
 #ifdef __cplusplus
 }

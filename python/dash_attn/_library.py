@@ -1,11 +1,54 @@
 """Loads the C ABI library (libdash_attn_capi.so) with ctypes and wraps its
-calls. The compiled code links no framework, so one build serves any torch."""
+calls. The compiled code links no framework, so one build serves any torch.
+
+The constants mirror include/dash_attn/c_api.h by value (tests/python/test_c_abi.py
+compares them with the header). This module imports nothing of the package, so
+that test loads it by path without torch or the library."""
 
 import ctypes
 import os
 import pathlib
 
-from ._checks import SCHEDULES
+# The header's version; the library must report the same from dash_abi_version().
+DASH_ATTN_ABI_VERSION = 1
+
+DASH_DTYPE_BF16 = 0
+DASH_DTYPE_FP16 = 1
+
+DASH_SCHEDULE_ATOMIC = 0
+DASH_SCHEDULE_FA3 = 1
+DASH_SCHEDULE_DESCENDING = 2
+DASH_SCHEDULE_SHIFT = 3
+DASH_SCHEDULE_SYMMETRIC_SHIFT = 4
+DASH_SCHEDULE_AUTO = 5
+
+DASH_OK = 0
+DASH_ERROR_INVALID_ARGUMENT = 1
+DASH_ERROR_NOT_SUPPORTED = 2
+DASH_ERROR_NOT_IMPLEMENTED = 3
+DASH_ERROR_UNSAFE_SCHEDULE = 4
+DASH_ERROR_CUDA = 5
+
+# The Python API's schedule names (_checks.SCHEDULES) -> the code sent in DashOptions.schedule.
+SCHEDULE_CODES = {
+    "atomic": DASH_SCHEDULE_ATOMIC,
+    "fa3": DASH_SCHEDULE_FA3,
+    "descending": DASH_SCHEDULE_DESCENDING,
+    "shift": DASH_SCHEDULE_SHIFT,
+    "symmetric_shift": DASH_SCHEDULE_SYMMETRIC_SHIFT,
+    "auto": DASH_SCHEDULE_AUTO,
+}
+
+# Return code -> the Python exception a caller expects. A shape this build
+# cannot serve (head_dim, length limits) is a ValueError, as the Python checks
+# raise for the same shapes; an unsafe schedule is a runtime condition of the device.
+ERROR_EXCEPTIONS = {
+    DASH_ERROR_INVALID_ARGUMENT: ValueError,
+    DASH_ERROR_NOT_SUPPORTED: ValueError,
+    DASH_ERROR_NOT_IMPLEMENTED: NotImplementedError,
+    DASH_ERROR_UNSAFE_SCHEDULE: RuntimeError,
+    DASH_ERROR_CUDA: RuntimeError,
+}
 
 
 class Shape(ctypes.Structure):
@@ -26,9 +69,6 @@ class Options(ctypes.Structure):
                 ("deterministic", ctypes.c_int32), ("schedule", ctypes.c_int32), ("max_ctas", ctypes.c_int32)]
 
 
-# 1 + dash_attn::ErrorCode -> the Python exception a caller expects.
-_ERRORS = {1: ValueError, 2: ValueError, 3: NotImplementedError, 4: RuntimeError, 5: RuntimeError}
-
 _library = None
 
 
@@ -44,7 +84,11 @@ def _load():
         if not path.exists():
             raise ImportError(f"dash_attn: compiled library not found at {path}; install the package with "
                               "'pip install .' or set DASH_ATTN_LIBRARY to a built libdash_attn_capi.so")
-        lib = ctypes.CDLL(str(path))
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError as error:
+            raise ImportError(f"dash_attn: cannot load the compiled library {path}: {error}") from error
+        _check_abi_version(lib, path)
         ptr = ctypes.POINTER
         lib.dash_forward.argtypes = [ptr(Shape), ctypes.c_int32] + [ptr(Tensor)] * 4 + [ptr(Lse), ptr(Options),
                                                                                     ctypes.c_void_p]
@@ -57,15 +101,35 @@ def _load():
     return _library
 
 
+def _check_abi_version(lib, path):
+    """A library built from another c_api.h would misread the structs or codes, so refuse it
+    before the first call; one older than the version function counts as a mismatch."""
+    try:
+        version_function = lib.dash_abi_version
+    except AttributeError:
+        found = "none (no dash_abi_version symbol)"
+    else:
+        version_function.argtypes = []
+        version_function.restype = ctypes.c_int32
+        found = version_function()
+    if found != DASH_ATTN_ABI_VERSION:
+        raise ImportError(f"dash_attn: the compiled library {path} has C ABI version {found}, but this Python package "
+                          f"expects version {DASH_ATTN_ABI_VERSION}; rebuild it ('pip install .') or point "
+                          "DASH_ATTN_LIBRARY at a libdash_attn_capi.so built from the same sources")
+
+
 def _raise_on_error(code):
-    if code != 0:
+    if code != DASH_OK:
         message = _load().dash_last_error().decode()
-        raise _ERRORS.get(code, RuntimeError)(message)
+        raise ERROR_EXCEPTIONS.get(code, RuntimeError)(message)
 
 
 def make_options(causal, softmax_scale, deterministic, schedule, max_ctas=0):
+    if schedule not in SCHEDULE_CODES:
+        raise ValueError(f"dash_attn: argument 'schedule': expected one of {', '.join(SCHEDULE_CODES)}, "
+                         f"got {schedule!r}")
     return Options(int(causal), int(softmax_scale is not None), float(softmax_scale or 0.0), int(deterministic),
-                   SCHEDULES.index(schedule), max_ctas)
+                   SCHEDULE_CODES[schedule], max_ctas)
 
 
 def shape_of(q, k):
@@ -82,7 +146,7 @@ def lse_of(lse):
 
 
 def dtype_code(t):
-    return 0 if str(t.dtype) == "torch.bfloat16" else 1
+    return DASH_DTYPE_BF16 if str(t.dtype) == "torch.bfloat16" else DASH_DTYPE_FP16
 
 
 def forward(q, k, v, out, lse, options, stream):

@@ -1,9 +1,10 @@
-// The C ABI over the C++ API: converts the plain structs, turns exceptions
-// into return codes and a per-thread message.
+// The C ABI over the C++ API: converts the plain structs and codes (codes.hpp),
+// turns exceptions into return codes and a per-thread message.
 #include "dash_attn/c_api.h"
 
 #include <string>
 
+#include "codes.hpp"
 #include "dash_attn/api.hpp"
 
 namespace {
@@ -23,29 +24,22 @@ dash_attn::Options to_options(const DashOptions& o) {
   options.causal = o.causal != 0;
   if (o.has_softmax_scale) options.softmax_scale = o.softmax_scale;
   options.deterministic = o.deterministic != 0;
-  options.schedule = static_cast<dash_attn::ScheduleKind>(o.schedule);
+  options.schedule = dash_attn::capi::to_schedule(o.schedule);
   options.max_ctas = o.max_ctas;
   return options;
-}
-
-dash_attn::DType to_dtype(int32_t dtype) {
-  if (dtype != DASH_DTYPE_BF16 && dtype != DASH_DTYPE_FP16)
-    throw dash_attn::Error(dash_attn::ErrorCode::kInvalidArgument,
-                           "dash_attn: argument 'dtype': expected bf16 or fp16, got code " + std::to_string(dtype));
-  return dtype == DASH_DTYPE_BF16 ? dash_attn::DType::kBF16 : dash_attn::DType::kFP16;
 }
 
 template <class Body>
 int guarded(Body body) {
   try {
     body();
-    return 0;
+    return DASH_OK;
   } catch (const dash_attn::Error& e) {
     last_error = e.what();
-    return 1 + static_cast<int>(e.code());
+    return dash_attn::capi::to_status(e.code());
   } catch (const std::exception& e) {
     last_error = e.what();
-    return 1 + static_cast<int>(dash_attn::ErrorCode::kCudaError);
+    return DASH_ERROR_CUDA;
   }
 }
 
@@ -58,7 +52,7 @@ int dash_forward(const DashShape* shape, int32_t dtype, const DashTensor* q, con
   return guarded([&] {
     dash_attn::ForwardArgs a;
     a.shape = to_shape(*shape);
-    a.dtype = to_dtype(dtype);
+    a.dtype = dash_attn::capi::to_dtype(dtype);
     a.q = to_view(q), a.k = to_view(k), a.v = to_view(v), a.out = to_view(out);
     a.lse = {lse->data, lse->batch_stride, lse->head_stride};
     dash_attn::forward(a, to_options(*options), static_cast<cudaStream_t>(stream));
@@ -72,7 +66,7 @@ int dash_backward(const DashShape* shape, int32_t dtype, const DashTensor* q, co
   return guarded([&] {
     dash_attn::BackwardArgs a;
     a.shape = to_shape(*shape);
-    a.dtype = to_dtype(dtype);
+    a.dtype = dash_attn::capi::to_dtype(dtype);
     a.q = to_view(q), a.k = to_view(k), a.v = to_view(v), a.out = to_view(out), a.dout = to_view(dout);
     a.lse = {lse->data, lse->batch_stride, lse->head_stride};
     a.dq = to_view(dq), a.dk = to_view(dk), a.dv = to_view(dv);
@@ -87,5 +81,7 @@ int dash_backward_workspace_size(const DashShape* shape, const DashOptions* opti
 }
 
 const char* dash_last_error(void) { return last_error.c_str(); }
+
+int32_t dash_abi_version(void) { return DASH_ATTN_ABI_VERSION; }
 
 }  // extern "C"

@@ -1,0 +1,126 @@
+"""The Python side of the C ABI agrees with include/dash_attn/c_api.h, and a
+library of another ABI version is refused at load. Needs neither torch nor a GPU."""
+import importlib.util
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+_root = pathlib.Path(__file__).resolve().parents[2]
+_header = _root / "include" / "dash_attn" / "c_api.h"
+
+
+def _load_by_path(name, relative):
+    spec = importlib.util.spec_from_file_location(name, _root / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+library = _load_by_path("dash_attn_library", "python/dash_attn/_library.py")
+checks = _load_by_path("dash_attn_checks_for_abi", "python/dash_attn/_checks.py")
+
+
+def header_constants():
+    """Every DASH_* name with an integer value: enumerators and #defines."""
+    text = re.sub(r"/\*.*?\*/", "", _header.read_text(), flags=re.S)
+    found = dict(re.findall(r"\b(DASH_[A-Z0-9_]+)\s*=\s*(-?\d+)", text))
+    found.update(re.findall(r"^\s*#\s*define\s+(DASH_[A-Z0-9_]+)\s+(-?\d+)\s*$", text, flags=re.M))
+    return {name: int(value) for name, value in found.items()}
+
+
+def python_constants():
+    return {name: value for name, value in vars(library).items() if name.startswith("DASH_") and isinstance(value, int)}
+
+
+def test_header_parse_finds_every_group():
+    names = header_constants()
+    assert "DASH_ATTN_ABI_VERSION" in names and "DASH_OK" in names
+    for prefix in ("DASH_DTYPE_", "DASH_SCHEDULE_", "DASH_ERROR_"):
+        assert any(name.startswith(prefix) for name in names), prefix
+
+
+def test_python_constants_equal_the_header():
+    assert python_constants() == header_constants()
+
+
+def test_schedule_names_map_to_their_own_codes():
+    header = header_constants()
+    schedule_macros = {name for name in header if name.startswith("DASH_SCHEDULE_")}
+    assert {f"DASH_SCHEDULE_{name.upper()}" for name in library.SCHEDULE_CODES} == schedule_macros
+    for name, code in library.SCHEDULE_CODES.items():
+        assert code == header[f"DASH_SCHEDULE_{name.upper()}"], name
+    assert set(library.SCHEDULE_CODES) == set(checks.SCHEDULES)
+
+
+def test_every_error_code_has_an_exception():
+    header = header_constants()
+    error_codes = {value for name, value in header.items() if name.startswith("DASH_ERROR_")}
+    assert set(library.ERROR_EXCEPTIONS) == error_codes
+    assert header["DASH_OK"] not in error_codes
+    assert library.ERROR_EXCEPTIONS[header["DASH_ERROR_INVALID_ARGUMENT"]] is ValueError
+    assert library.ERROR_EXCEPTIONS[header["DASH_ERROR_NOT_SUPPORTED"]] is ValueError
+    assert library.ERROR_EXCEPTIONS[header["DASH_ERROR_NOT_IMPLEMENTED"]] is NotImplementedError
+    assert library.ERROR_EXCEPTIONS[header["DASH_ERROR_CUDA"]] is RuntimeError
+
+
+def test_options_carry_the_named_schedule_code():
+    for name, code in library.SCHEDULE_CODES.items():
+        assert library.make_options(True, None, name != "atomic", name).schedule == code
+    with pytest.raises(ValueError, match="'schedule'.*'bogus'"):
+        library.make_options(True, None, True, "bogus")
+
+
+def _fake_library(tmp_path, version):
+    """A shared library exporting the C ABI's symbols as stubs; `version` None
+    leaves dash_abi_version out, as in a library older than the version rule."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler to build a fake library")
+    stubs = ["int dash_forward(void) { return 0; }", "int dash_backward(void) { return 0; }",
+             "int dash_backward_workspace_size(void) { return 0; }", "const char* dash_last_error(void) { return \"\"; }"]
+    if version is not None:
+        stubs.append(f"int dash_abi_version(void) {{ return {version}; }}")
+    source = tmp_path / "fake.c"
+    source.write_text("\n".join(stubs) + "\n")
+    path = tmp_path / f"libfake_{version}.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(path), str(source)], check=True)
+    return path
+
+
+@pytest.fixture
+def load_with(monkeypatch):
+    def load(path):
+        monkeypatch.setenv("DASH_ATTN_LIBRARY", str(path))
+        monkeypatch.setattr(library, "_library", None)
+        return library._load()
+    return load
+
+
+@pytest.mark.parametrize("version", [library.DASH_ATTN_ABI_VERSION + 1, None])
+def test_wrong_abi_version_is_refused_naming_both_versions(tmp_path, load_with, version):
+    path = _fake_library(tmp_path, version)
+    with pytest.raises(ImportError) as raised:
+        load_with(path)
+    message = str(raised.value)
+    assert str(path) in message
+    assert f"expects version {library.DASH_ATTN_ABI_VERSION}" in message
+    assert (f"version {version}," if version is not None else "no dash_abi_version symbol") in message
+
+
+def test_matching_abi_version_loads(tmp_path, load_with):
+    lib = load_with(_fake_library(tmp_path, library.DASH_ATTN_ABI_VERSION))
+    assert lib.dash_abi_version() == library.DASH_ATTN_ABI_VERSION
+
+
+def test_unloadable_file_is_an_import_error(tmp_path, load_with):
+    path = tmp_path / "libnot_a_library.so"
+    path.write_text("not an ELF file")
+    with pytest.raises(ImportError, match=re.escape(str(path))):
+        load_with(path)
+
+
+def test_header_declares_the_version_function():
+    assert re.search(r"int32_t\s+dash_abi_version\s*\(\s*void\s*\)", _header.read_text())
