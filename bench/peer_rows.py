@@ -1,7 +1,8 @@
-"""Rows of the peer benchmark, without torch: FLOP counts, implementation
-names and labels, statuses, and each row's ratio to the best peer of its
-shape and pass. bench/peers.py writes these rows; the table and plot
-generators read them; tests/python checks them on the CPU."""
+"""Rows of the peer benchmark, without torch: the set of shapes measured (row
+groups), FLOP counts, implementation names and labels, statuses, each row's
+ratio to the best peer of its shape and pass, and the flat records of
+bench/results/latest_peers.json. bench/peers.py writes these rows; the table
+and plot generators read them; tests/python checks them on the CPU."""
 import re
 
 PASSES = ("fwd", "bwd")
@@ -19,18 +20,42 @@ IMPL_MODES = {
     "flex": (False,),                 # torch.compile(flex_attention); no deterministic switch
     "fa2": (False, True),             # flash_attn.flash_attn_func(deterministic=...)
     "fa3": (False, True),             # flash_attn_interface.flash_attn_func(deterministic=...)
+    "fa4": (False, True),             # flash_attn.cute.flash_attn_func(deterministic=...) (FlashAttention-4)
+    "cudnn": (False, True),           # torch.ops.cudnn.sdpa_fwd/sdpa_bwd(is_deterministic=...) (cudnn-frontend)
 }
-PEERS_DEFAULT = ("dash_attn", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex", "fa2", "fa3")
+PEERS_DEFAULT = ("dash_attn", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex", "fa2", "fa3", "fa4", "cudnn")
 
 _NAMES = {"dash_attn": "dash_attn", "sdpa_flash": "SDPA flash", "sdpa_cudnn": "SDPA cuDNN",
           "sdpa_efficient": "SDPA efficient", "sdpa_default": "SDPA default", "flex": "FlexAttention",
-          "fa2": "FA2", "fa3": "FA3"}
+          "fa2": "FA2", "fa3": "FA3", "fa4": "FA4", "cudnn": "cuDNN frontend"}
+
+# How a row's passes were called (the row's "protocol"): "autograd" = the
+# forward through the implementation's autograd function, the backward
+# torch.autograd.grad on its graph; "direct_op" = forward and backward are
+# direct calls of the implementation's ops (cuDNN frontend: sdpa_fwd, then
+# sdpa_bwd on the saved output and LSE), no autograd.
+PROTOCOLS = ("autograd", "direct_op")
 
 # The columns of the CSV file and of the JSON rows, in this order.
 ROW_FIELDS = ("impl", "label", "pass", "deterministic", "schedule", "head_dim", "mask", "seqlen", "batch", "heads",
-              "median_ms", "min_ms", "max_ms", "tflops", "status", "max_error", "error_ratio", "verified", "bitwise",
-              "max_abs_diff_dq", "max_abs_diff_dk", "max_abs_diff_dv", "best_peer", "ratio_to_best_peer",
-              "best_det_peer", "ratio_to_best_det_peer", "warmup_s", "host_bound_reps", "notes")
+              "heads_kv", "median_ms", "min_ms", "max_ms", "tflops", "status", "max_error", "error_ratio", "verified",
+              "bitwise", "max_abs_diff_dq", "max_abs_diff_dk", "max_abs_diff_dv", "best_peer", "ratio_to_best_peer",
+              "best_det_peer", "ratio_to_best_det_peer", "warmup_s", "host_bound_reps", "row_group", "protocol",
+              "notes")
+
+# The row groups bench/peers.py measures (--rows); the default is all three.
+# standard: the standard grid (hdim 64 and 128, full and causal, seqlen
+#   512..16k, batch = total tokens / seqlen, heads = hidden / head_dim);
+# gqa: 32 q heads on 8 kv heads, hdim 128, causal, seqlen 4k, 8k, 16k at 16k
+#   tokens (batch 4, 2, 1): Llama-3-8B's attention;
+# hdim256: hdim 256, 8 heads, seqlen 4k, batch 4, full and causal (the
+#   standard grid's cell at hdim 256 and 4k).
+ROW_GROUPS = ("standard", "gqa", "hdim256")
+STANDARD_HDIMS = (64, 128)
+MASKS = ("full", "causal")
+TOTAL_TOKENS, HIDDEN = 16384, 2048
+GQA_SHAPE = dict(head_dim=128, heads_q=32, heads_kv=8, masks=("causal",), seqlens=(4096, 8192, 16384))
+HDIM256_SHAPE = dict(head_dim=256, masks=("full", "causal"), seqlens=(4096,))
 
 
 def exit_status(failures, skipped):
@@ -69,6 +94,58 @@ def parse_variants(spec, default_impls):
             raise ValueError(f"--impls: {item!r}: the mode after ':' is 'det' or 'nondet'")
         variants += [(impl, m) for m in modes if (impl, m) not in variants]
     return variants
+
+
+def parse_row_groups(spec):
+    """--rows: comma-separated group names (or 'all'), in the order given."""
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if names == ["all"]:
+        return list(ROW_GROUPS)
+    unknown = [n for n in names if n not in ROW_GROUPS]
+    if unknown or not names:
+        raise ValueError(f"--rows: unknown row group(s) {', '.join(map(repr, unknown)) or 'none given'}; "
+                         f"known: {', '.join(ROW_GROUPS)} or all")
+    return list(dict.fromkeys(names))
+
+
+def shape(group, head_dim, mask, seqlen, batch, heads_q, heads_kv=None):
+    """One problem of the run: the fields every row of it carries."""
+    return {"row_group": group, "head_dim": head_dim, "mask": mask, "seqlen": seqlen, "batch": batch,
+            "heads": heads_q, "heads_kv": heads_q if heads_kv is None else heads_kv}
+
+
+def shape_identity(s):
+    """What makes two shapes the same problem, whatever group named them."""
+    return (s["head_dim"], s["mask"], s["seqlen"], s["batch"], s["heads"], s["heads_kv"])
+
+
+def grid_shapes(group, hdims, masks, seqlens, total_tokens=TOTAL_TOKENS, hidden=HIDDEN):
+    """The grid's shapes, hdim-major then mask then seqlen: batch = total
+    tokens / seqlen, heads = hidden / head_dim (q and kv)."""
+    return [shape(group, h, m, s, total_tokens // s, hidden // h) for h in hdims for m in masks for s in seqlens]
+
+
+def row_set(groups, hdims=STANDARD_HDIMS, masks=MASKS, seqlens=SEQLENS, total_tokens=TOTAL_TOKENS, hidden=HIDDEN):
+    """The shapes of a run, group after group. hdims, seqlens, total_tokens and
+    hidden shape the standard group; masks filters every group. A shape that
+    two groups name is measured once, under the first."""
+    shapes = []
+    for group in groups:
+        if group == "standard":
+            shapes += grid_shapes(group, hdims, masks, seqlens, total_tokens, hidden)
+        elif group == "gqa":
+            g = GQA_SHAPE
+            shapes += [shape(group, g["head_dim"], m, s, TOTAL_TOKENS // s, g["heads_q"], g["heads_kv"])
+                       for m in g["masks"] if m in masks for s in g["seqlens"]]
+        elif group == "hdim256":
+            g = HDIM256_SHAPE
+            shapes += grid_shapes(group, (g["head_dim"],), [m for m in g["masks"] if m in masks], g["seqlens"])
+        else:
+            raise ValueError(f"unknown row group {group!r}; known: {', '.join(ROW_GROUPS)}")
+    unique = {}
+    for s in shapes:
+        unique.setdefault(shape_identity(s), s)
+    return list(unique.values())
 
 
 def attention_flops(batch, heads, seqlen_q, seqlen_k, head_dim, causal, pass_):
@@ -116,8 +193,19 @@ def is_ok(row):
     return status_kind(row.get("status")) == "ok" and row.get("tflops") is not None
 
 
+def heads_q(row):
+    return row.get("heads_q", row.get("heads"))
+
+
+def is_gqa(row):
+    """Fewer kv heads than q heads (rows without the fields are not)."""
+    return row.get("heads_kv", heads_q(row)) != heads_q(row)
+
+
 def shape_key(row):
-    return (row["head_dim"], row["mask"], row["seqlen"], row["pass"])
+    """Rows of one problem and pass (fields a row lacks read as None)."""
+    return (row["head_dim"], row["mask"], row["seqlen"], row.get("batch"), heads_q(row),
+            row.get("heads_kv", heads_q(row)), row["pass"])
 
 
 def annotate_best_peer(rows):
@@ -166,11 +254,13 @@ def load_peers(document):
     return dict(document, rows=rows)
 
 
-def series(rows, seqlens=SEQLENS, field="tflops", **match):
+def series(rows, seqlens=SEQLENS, field="tflops", gqa=False, **match):
     """Values of `field` at each seqlen for the ok rows matching every
-    key=value given; None where no such row."""
+    key=value given; None where no such row. GQA rows (heads_kv < heads) are
+    left out unless gqa=True: they share (hdim, mask, seqlen) with cells of
+    the standard grid."""
     found = {r["seqlen"]: r.get(field) for r in rows
-             if is_ok(r) and all(r.get(k) == v for k, v in match.items())}
+             if is_ok(r) and is_gqa(r) == gqa and all(r.get(k) == v for k, v in match.items())}
     return [found.get(s) for s in seqlens]
 
 
@@ -195,3 +285,39 @@ def variants_in(rows, pass_):
         if r.get("pass") == pass_ and is_ok(r) and key not in seen:
             seen.append(key)
     return seen
+
+
+# The fields of every record of bench/results/latest_peers.json, in this order.
+LATEST_FIELDS = ("impl", "label", "deterministic", "pass", "hdim", "causal", "seqlen", "batch", "heads_q", "heads_kv",
+                 "tflops", "median_ms", "min_ms", "max_ms", "status", "verified", "error_ratio", "bitwise_rerun",
+                 "protocol", "row_group", "best_peer", "ratio_to_best_peer", "best_det_peer",
+                 "ratio_to_best_det_peer", "device", "commit", "date")
+
+
+def latest_record(row, commit, date, device=None):
+    """One row as a flat record of latest_peers.json: tflops and the timings
+    are None unless the row was measured (status ok); bitwise_rerun is the
+    backward's rerun check (None for the forward and unmeasured rows)."""
+    ok = is_ok(row)
+    rerun = row.get("bitwise") if row["pass"] == "bwd" and ok else None
+    record = {"impl": row["impl"], "label": row.get("label") or label(row["impl"], row.get("deterministic", False)),
+              "deterministic": bool(row.get("deterministic")), "pass": row["pass"], "hdim": int(row["head_dim"]),
+              "causal": row["mask"] == "causal", "seqlen": int(row["seqlen"]),
+              "batch": None if row.get("batch") is None else int(row["batch"]),
+              "heads_q": None if heads_q(row) is None else int(heads_q(row)),
+              "heads_kv": None if row.get("heads_kv", heads_q(row)) is None else int(row.get("heads_kv", heads_q(row))),
+              "status": row.get("status") or "ok", "verified": row.get("verified"),
+              "error_ratio": row.get("error_ratio"), "bitwise_rerun": None if rerun is None else bool(rerun),
+              "protocol": row.get("protocol"), "row_group": row.get("row_group", "standard"),
+              "device": device, "commit": commit, "date": date}
+    for field in ("tflops", "median_ms", "min_ms", "max_ms"):
+        record[field] = float(row[field]) if ok and row.get(field) is not None else None
+    for field in ("best_peer", "ratio_to_best_peer", "best_det_peer", "ratio_to_best_det_peer"):
+        record[field] = row.get(field)
+    return {field: record[field] for field in LATEST_FIELDS}
+
+
+def latest_records(document):
+    """The rows of a peers document as latest_peers.json's list of records."""
+    return [latest_record(r, document.get("commit"), document.get("date"), document.get("device"))
+            for r in document.get("rows", [])]

@@ -1,18 +1,24 @@
-"""Attention implementations side by side on the standard grid
-(docs/benchmarks.md), in one process, on the same inputs per shape: dash_attn
-through its PyTorch package (deterministic and atomic backward), PyTorch SDPA's
-flash, cuDNN and memory-efficient backends (default and deterministic mode),
-FlexAttention under torch.compile, and FlashAttention-2/3 when importable.
+"""Attention implementations side by side, in one process, on the same inputs
+per shape: dash_attn through its PyTorch package (deterministic and atomic
+backward), PyTorch SDPA's flash, cuDNN and memory-efficient backends (default
+and deterministic mode), FlexAttention under torch.compile, and, when
+importable, FlashAttention-2/3/4 and cuDNN's SDPA through cudnn-frontend's ops
+(default and deterministic backward). Shapes (docs/benchmarks.md): the
+standard grid, GQA rows (32 q heads on 8 kv heads, hdim 128, causal, 4k-16k)
+and hdim 256 rows (8 heads, 4k, full and causal); --rows picks groups.
 Forward and backward TFLOPS (CUDA events, warm-up, median/min/max of --reps),
-a bitwise rerun check of every backward, one (batch, head) slice checked
+a bitwise rerun check of every backward, one (batch, kv head) slice checked
 against fp64, and each row's ratio to the best peer. Rows print as they are
-measured; --json/--csv are rewritten after every shape.
+measured; --json/--csv and bench/results/latest_peers.json (--latest-json)
+are rewritten after every shape.
 
-    python3 bench/peers.py [--quick] [--reps 20] [--impls dash_attn,sdpa_cudnn:nondet,...]
-                           [--json FILE] [--csv FILE] [--commit SHA]
+    python3 bench/peers.py [--rows standard,gqa,hdim256] [--quick] [--reps 20]
+                           [--impls dash_attn,sdpa_cudnn:nondet,fa4,cudnn,...]
+                           [--json FILE] [--csv FILE] [--latest-json FILE|none] [--commit SHA]
 """
 import argparse
 import gc
+import pathlib
 import sys
 import time
 import warnings
@@ -23,20 +29,32 @@ import attention_impls
 import peer_rows
 from cuda_timing import bitwise_diff, time_calls
 from reference_check import ReferenceSlice
-from result_files import add_output_arguments, save
+from reference_group import GroupReferenceSlice
+from result_files import add_output_arguments, save, write_json
 from run_environment import describe, environment
+
+
+LATEST_DEFAULT = pathlib.Path(__file__).resolve().parent / "results" / "latest_peers.json"
+# Options that shape the standard grid: given without --rows, the run is that grid alone (as before the groups).
+GRID_OPTIONS = ("quick", "hdims", "seqlens", "total_tokens", "hidden")
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
-    parser.add_argument("--quick", action="store_true", help="head_dim 128, seqlen 1k and 4k only")
-    parser.add_argument("--hdims", type=ints, help="head dims (default 64,128)")
-    parser.add_argument("--seqlens", type=ints, help="sequence lengths (default 512,...,16384)")
-    parser.add_argument("--masks", default="full,causal", help="full, causal or full,causal")
-    parser.add_argument("--total-tokens", type=int, default=16384, help="batch = total tokens / seqlen")
-    parser.add_argument("--hidden", type=int, default=2048, help="heads = hidden / head_dim")
+    parser.add_argument("--rows", help="row groups, comma-separated: " + ", ".join(peer_rows.ROW_GROUPS)
+                        + " or all (default: all; only standard when --quick, --hdims, --seqlens, --total-tokens "
+                          "or --hidden is given)")
+    parser.add_argument("--quick", action="store_true", help="standard grid: head_dim 128, seqlen 1k and 4k only")
+    parser.add_argument("--hdims", type=ints, help="standard grid: head dims (default 64,128)")
+    parser.add_argument("--seqlens", type=ints, help="standard grid: sequence lengths (default 512,...,16384)")
+    parser.add_argument("--masks", default="full,causal", help="full, causal or full,causal (every group)")
+    parser.add_argument("--total-tokens", type=int, help="standard grid: batch = total tokens / seqlen (16384)")
+    parser.add_argument("--hidden", type=int, help="standard grid: heads = hidden / head_dim (2048)")
+    parser.add_argument("--latest-json", help=f"also write the rows as a list of flat records here (default "
+                        f"{LATEST_DEFAULT.relative_to(LATEST_DEFAULT.parents[2])} on cuda, none on cpu; 'none': not "
+                        "at all)")
     parser.add_argument("--reps", type=int, default=20, help="timed calls per pass (median, min, max)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls before timing")
     parser.add_argument("--impls", default="", help="comma-separated NAME, NAME:det or NAME:nondet; names: "
@@ -46,15 +64,26 @@ def parse_args(argv):
                              "per shape; default: one static compilation per shape)")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
-    args.hdims = args.hdims or ([128] if args.quick else [64, 128])
+    grid_given = any(getattr(args, name) not in (None, False) for name in GRID_OPTIONS)
+    args.hdims = args.hdims or ([128] if args.quick else list(peer_rows.STANDARD_HDIMS))
     args.seqlens = args.seqlens or ([1024, 4096] if args.quick else list(peer_rows.SEQLENS))
+    args.total_tokens = args.total_tokens or peer_rows.TOTAL_TOKENS
+    args.hidden = args.hidden or peer_rows.HIDDEN
     args.masks = [m for m in args.masks.split(",") if m]
-    if any(m not in ("full", "causal") for m in args.masks):
+    if any(m not in peer_rows.MASKS for m in args.masks):
         parser.error("--masks takes full, causal or full,causal")
     try:
+        args.rows = peer_rows.parse_row_groups(args.rows or ("standard" if grid_given else "all"))
         args.variants = peer_rows.parse_variants(args.impls, peer_rows.PEERS_DEFAULT)
     except ValueError as error:
         parser.error(str(error))
+    args.shapes = peer_rows.row_set(args.rows, args.hdims, args.masks, args.seqlens, args.total_tokens, args.hidden)
+    if not args.shapes:
+        parser.error(f"no shapes: row groups {','.join(args.rows)} with masks {','.join(args.masks)}")
+    if args.latest_json is None:
+        args.latest_json = None if args.device == "cpu" else str(LATEST_DEFAULT)
+    elif args.latest_json.lower() in ("", "none"):
+        args.latest_json = None
     return args
 
 
@@ -67,11 +96,13 @@ def _print_row(row):
             timing += f"  (GPU idle before launch in {row['host_bound_reps']} reps)"
     else:
         timing = f"{'-':>9} {'-':>7} {'-':>8} {'-':>7}  {row['status'][:110]}"
-    print(f"{row['label']:22} {row['pass']:4} {row['head_dim']:4} {row['mask']:6} {row['seqlen']:6} {timing}",
-          flush=True)
+    heads = f"{row['heads']}" if row["heads_kv"] == row["heads"] else f"{row['heads']}/{row['heads_kv']}"
+    print(f"{row['label']:22} {row['pass']:4} {row['head_dim']:4} {row['mask']:6} {row['seqlen']:6} {row['batch']:5} "
+          f"{heads:>5} {timing}", flush=True)
 
 
 def _print_summary(rows):
+    """The best-peer line of one shape's rows."""
     for pass_ in peer_rows.PASSES:
         mine = [r for r in rows if r["pass"] == pass_ and r["impl"] == peer_rows.DASH and peer_rows.is_ok(r)]
         best = next((r["best_peer"] for r in mine if r.get("best_peer")), None)
@@ -88,14 +119,20 @@ def _verify(row, check):
 def measure_variant(name, impl, deterministic, tensors, causal, reference, args, base):
     """The forward and backward rows of one implementation in one mode. An
     implementation that refuses the shape or mode, or fails, gives rows with
-    that status instead of stopping the run."""
+    that status instead of stopping the run. Protocol "autograd": the forward
+    through the implementation's autograd function, the backward
+    torch.autograd.grad on one retained graph; "direct_op" (cuDNN frontend):
+    the forward op, then the backward op on its saved output and LSE, no
+    autograd."""
     q, k, v, dout = tensors
+    protocol = getattr(impl, "protocol", "autograd")
     rows = {p: dict(base, impl=name, label=peer_rows.label(name, deterministic), deterministic=deterministic,
                     schedule=("auto" if deterministic else "atomic") if name == peer_rows.DASH else None,
-                    status=None, **{"pass": p})
+                    protocol=protocol, status=None, **{"pass": p})
             for p in peer_rows.PASSES}
     flops = {p: peer_rows.attention_flops(base["batch"], base["heads"], base["seqlen"], base["seqlen"],
                                           base["head_dim"], causal, p) for p in peer_rows.PASSES}
+    warmup = max(args.warmup, getattr(impl, "min_warmup", 0))  # first-use compilation stays out of the samples
 
     def record(pass_, timing):
         rows[pass_].update(timing, tflops=peer_rows.tflops(flops[pass_], timing["median_ms"]), status="ok")
@@ -105,14 +142,22 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
         warnings.simplefilter("always")
         try:
             with impl.mode(deterministic):
-                attn = impl.function(causal, deterministic)
-                forward = lambda: attn(q, k, v)  # noqa: E731
-                timing = time_calls(forward, args.reps, args.warmup, args.device)
-                out = forward()
+                if protocol == "direct_op":
+                    forward_op, backward_op = impl.direct(causal, deterministic)
+                    forward = lambda: forward_op(q, k, v)[0]  # noqa: E731
+                else:
+                    attn = impl.function(causal, deterministic)
+                    forward = lambda: attn(q, k, v)  # noqa: E731
+                timing = time_calls(forward, args.reps, warmup, args.device)
+                if protocol == "direct_op":
+                    out, saved = forward_op(q, k, v)
+                    backward = lambda: backward_op(q, k, v, out, saved, dout)  # noqa: E731
+                else:
+                    out = forward()
+                    backward = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
                 _verify(rows["fwd"], reference.check([out]))
                 record("fwd", timing)
-                backward = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
-                timing = time_calls(backward, args.reps, args.warmup, args.device)
+                timing = time_calls(backward, args.reps, warmup, args.device)
                 # The determinism check: the same backward on the same inputs, twice.
                 first, second = backward(), backward()
                 row = rows["bwd"]
@@ -137,23 +182,29 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
     return list(rows.values())
 
 
-def measure_shape(head_dim, causal, seqlen, implementations, args):
-    batch, heads = args.total_tokens // seqlen, args.hidden // head_dim
-    base = dict(head_dim=head_dim, mask="causal" if causal else "full", seqlen=seqlen, batch=batch, heads=heads)
+def measure_shape(shape, implementations, args):
+    """Every variant's rows of one shape (peer_rows.shape: head_dim, mask,
+    seqlen, batch, heads = q heads, heads_kv, row_group)."""
+    base = dict(shape)
+    batch, seqlen, head_dim = shape["batch"], shape["seqlen"], shape["head_dim"]
+    causal = shape["mask"] == "causal"
     # Fresh normal inputs in FlashAttention's (batch, seqlen, heads, head_dim)
     # memory order, and the same values in (batch, heads, seqlen, head_dim)
     # order for SDPA and FlexAttention (their native one; an output gradient
     # in another order than the output can cost a copy or be refused).
-    # Every implementation indexes them as (batch, seqlen, heads, head_dim).
-    make = lambda: torch.randn(batch, seqlen, heads, head_dim, device=args.device, dtype=torch.bfloat16)  # noqa: E731
-    q, k, v, dout = make(), make(), make(), make()
+    # Every implementation indexes them as (batch, seqlen, heads, head_dim);
+    # k and v have heads_kv heads.
+    make = lambda heads: torch.randn(batch, seqlen, heads, head_dim, device=args.device,  # noqa: E731
+                                     dtype=torch.bfloat16)
+    q, k, v, dout = make(shape["heads"]), make(shape["heads_kv"]), make(shape["heads_kv"]), make(shape["heads"])
     layouts = {"bshd": (q, k, v, dout)}
     if any(implementations[name].layout == "bhsd" for name, _ in args.variants):
         layouts["bhsd"] = tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v, dout))
     for tensors in layouts.values():
         for t in tensors[:3]:
             t.requires_grad_()
-    reference = ReferenceSlice(q, k, v, dout, causal)
+    # (batch 0, head 0) in fp64; under GQA kv head 0 with its group of q heads.
+    reference = (ReferenceSlice if shape["heads_kv"] == shape["heads"] else GroupReferenceSlice)(q, k, v, dout, causal)
     rows = []
     for name, deterministic in args.variants:
         impl = implementations[name]
@@ -172,30 +223,38 @@ def main(argv=None):
     document = environment(args.device, args.commit)
     document.update(dtype="bf16", total_tokens=args.total_tokens, hidden=args.hidden, repetitions=args.reps,
                     warmup=args.warmup, fill_uninitialized_memory=False, flex_dynamic=args.flex_dynamic,
-                    skipped=skipped, rows=[],
-                    method="CUDA events per call after warm-up and a GPU spin; median/min/max; fresh normal inputs "
-                           "per shape; backward = autograd.grad (the whole backward), run twice more for the "
-                           "bitwise check; (batch 0, head 0) checked against fp64 (FA3's rule)")
+                    skipped=skipped, row_groups=args.rows, rows=[],
+                    method="CUDA events per call after warm-up (at least one call for implementations that compile "
+                           "on first use) and a GPU spin; median/min/max; fresh normal inputs per shape; backward "
+                           "= autograd.grad (the whole backward; protocol 'autograd') or, for the cuDNN frontend, "
+                           "a direct sdpa_bwd op call on the saved output and LSE (protocol 'direct_op'), run twice "
+                           "more for the bitwise check; (batch 0, kv head 0 and its q heads) checked against fp64 "
+                           "(FA3's rule)")
     print(describe(document), flush=True)
-    print(f"{'implementation':22} {'pass':4} {'hdim':4} {'mask':6} {'seqlen':>6} {'ms':>9} {'TFLOPS':>7} "
-          f"{'verified':>8} {'bitwise':>7}", flush=True)
+    print(f"{len(args.shapes)} shapes (row groups {','.join(args.rows)}), {len(args.variants)} variants", flush=True)
+    if args.latest_json:
+        pathlib.Path(args.latest_json).parent.mkdir(parents=True, exist_ok=True)
+    print(f"{'implementation':22} {'pass':4} {'hdim':4} {'mask':6} {'seqlen':>6} {'batch':>5} {'heads':>5} "
+          f"{'ms':>9} {'TFLOPS':>7} {'verified':>8} {'bitwise':>7}", flush=True)
     began = time.perf_counter()
-    for head_dim in args.hdims:
-        for mask in args.masks:
-            for seqlen in args.seqlens:
-                document["rows"] += measure_shape(head_dim, mask == "causal", seqlen, implementations, args)
-                _print_summary([r for r in document["rows"] if (r["head_dim"], r["mask"], r["seqlen"]) ==
-                                (head_dim, mask, seqlen)])
-                document["elapsed_s"] = round(time.perf_counter() - began, 1)
-                save(document, args.json, args.csv, peer_rows.ROW_FIELDS)
-    print(f"done in {time.perf_counter() - began:.0f} s", flush=True)
+    for shape in args.shapes:
+        rows = measure_shape(shape, implementations, args)
+        document["rows"] += rows
+        _print_summary(rows)
+        document["elapsed_s"] = round(time.perf_counter() - began, 1)
+        save(document, args.json, args.csv, peer_rows.ROW_FIELDS)
+        if args.latest_json:
+            write_json(args.latest_json, peer_rows.latest_records(document))
+    print(f"done in {time.perf_counter() - began:.0f} s" +
+          (f"; records in {args.latest_json}" if args.latest_json else ""), flush=True)
     # Peers that fail are results. dash_attn failing, grossly wrong (10x past
     # FA3's error rule: a wiring or kernel bug, not rounding) or not bitwise
     # reproducible in its deterministic mode fails the run.
     bad = [r for r in document["rows"] if r["impl"] == peer_rows.DASH and (
         peer_rows.status_kind(r["status"]) == "error" or not (r.get("error_ratio", 0.0) <= 10.0)
         or (r["deterministic"] and r.get("bitwise") is False))]
-    return peer_rows.exit_status([f"{row['label']} {row['pass']} hdim {row['head_dim']} {row['mask']} {row['seqlen']}: "
+    return peer_rows.exit_status([f"{row['label']} {row['pass']} hdim {row['head_dim']} {row['mask']} {row['seqlen']} "
+                                  f"batch {row['batch']} heads {row['heads']}/{row['heads_kv']}: "
                                   f"status {row['status']}, verified {row.get('verified')}, "
                                   f"bitwise {row.get('bitwise')}" for row in bad], skipped)
 

@@ -31,9 +31,14 @@ def _version(package):
 
 
 def describe(document):
-    """One line naming the device, the software and the commit of a run."""
+    """One line naming the device, the software (the peer packages found) and
+    the commit of a run."""
+    peers = [f"{name} {document[key]}" for key, name in (("flash_attn", "flash-attn"), ("flash_attn_3", "FA3"),
+                                                          ("flash_attn_4", "flash-attn-4"),
+                                                          ("cudnn_frontend", "cudnn-frontend"))
+             if document.get(key)]
     return (f"{document['device']}, torch {document['torch']}, CUDA {document['cuda']}, "
-            f"cuDNN {document['cudnn']}, commit {document['commit']}")
+            f"cuDNN {document['cudnn']}, " + "".join(f"{p}, " for p in peers) + f"commit {document['commit']}")
 
 
 def environment(device, commit=None):
@@ -47,6 +52,9 @@ def environment(device, commit=None):
         triton=_version("triton"),
         flash_attn=_version("flash_attn"),
         flash_attn_3=_version("flash_attn_3") or _version("flash-attn-3"),
+        flash_attn_4=_version("flash-attn-4") or _version("flash_attn_4"),
+        cutlass_dsl=_version("nvidia-cutlass-dsl"),
+        cudnn_frontend=_version("nvidia-cudnn-frontend"),
         device_type=torch.device(device).type,
     )
     if info["device_type"] == "cuda":

@@ -33,8 +33,9 @@ def test_variants_parse_names_and_modes():
                                                                    ("flex", False)]
     assert peer_rows.parse_variants("sdpa_cudnn:nondet, sdpa_flash:det,sdpa_cudnn", ()) == [
         ("sdpa_cudnn", False), ("sdpa_flash", True), ("sdpa_cudnn", True)]
-    with pytest.raises(ValueError, match="unknown implementation 'fa4'"):
-        peer_rows.parse_variants("fa4", ())
+    with pytest.raises(ValueError, match="unknown implementation 'fa5'"):
+        peer_rows.parse_variants("fa5", ())
+    assert peer_rows.parse_variants("fa4,cudnn:det", ()) == [("fa4", False), ("fa4", True), ("cudnn", True)]
     with pytest.raises(ValueError, match="'det' or 'nondet'"):
         peer_rows.parse_variants("fa2:maybe", ())
 
@@ -44,6 +45,45 @@ def test_labels_name_dash_modes_by_their_backward():
     assert peer_rows.label("dash_attn", False) == "dash_attn atomic"
     assert peer_rows.label("sdpa_cudnn", False) == "SDPA cuDNN"
     assert peer_rows.label("sdpa_flash", True) == "SDPA flash det."
+    assert peer_rows.label("fa4", False) == "FA4" and peer_rows.label("fa4", True) == "FA4 det."
+    assert peer_rows.label("cudnn", True) == "cuDNN frontend det."
+
+
+def test_fa4_and_cudnn_frontend_run_by_default_in_both_modes():
+    variants = peer_rows.parse_variants("", peer_rows.PEERS_DEFAULT)
+    for impl in ("fa4", "cudnn"):
+        assert (impl, False) in variants and (impl, True) in variants
+    assert variants[:2] == [("dash_attn", True), ("dash_attn", False)]
+
+
+def test_default_row_set_is_the_standard_grid_plus_gqa_and_hdim256():
+    shapes = peer_rows.row_set(peer_rows.parse_row_groups("all"))
+    standard = [s for s in shapes if s["row_group"] == "standard"]
+    assert len(standard) == 2 * 2 * 6
+    assert all(s["batch"] * s["seqlen"] == 16384 and s["heads"] * s["head_dim"] == 2048 == s["heads_kv"] * s["head_dim"]
+               for s in standard)
+    gqa = [(s["head_dim"], s["mask"], s["seqlen"], s["batch"], s["heads"], s["heads_kv"])
+           for s in shapes if s["row_group"] == "gqa"]
+    assert gqa == [(128, "causal", 4096, 4, 32, 8), (128, "causal", 8192, 2, 32, 8), (128, "causal", 16384, 1, 32, 8)]
+    hdim256 = [(s["head_dim"], s["mask"], s["seqlen"], s["batch"], s["heads"], s["heads_kv"])
+               for s in shapes if s["row_group"] == "hdim256"]
+    assert hdim256 == [(256, "full", 4096, 4, 8, 8), (256, "causal", 4096, 4, 8, 8)]
+    assert len(shapes) == 24 + 3 + 2
+
+
+def test_row_groups_select_filter_and_deduplicate():
+    assert peer_rows.parse_row_groups("gqa, hdim256,gqa") == ["gqa", "hdim256"]
+    with pytest.raises(ValueError, match="unknown row group"):
+        peer_rows.parse_row_groups("gqa,mqa")
+    assert [s["row_group"] for s in peer_rows.row_set(["gqa", "hdim256"])] == ["gqa"] * 3 + ["hdim256"] * 2
+    assert peer_rows.row_set(["gqa"], masks=("full",)) == []
+    assert [s["mask"] for s in peer_rows.row_set(["hdim256"], masks=("causal",))] == ["causal"]
+    # The standard grid at hdim 256 and 4k is the hdim256 group's shape: measured once, under the first group.
+    both = peer_rows.row_set(["standard", "hdim256"], hdims=(256,), seqlens=(4096,))
+    assert [(s["row_group"], s["mask"]) for s in both] == [("standard", "full"), ("standard", "causal")]
+    quick = peer_rows.row_set(["standard"], hdims=(32,), masks=("full",), seqlens=(64, 128), total_tokens=256,
+                              hidden=64)
+    assert [(s["batch"], s["heads"], s["heads_kv"]) for s in quick] == [(4, 2, 2), (2, 2, 2)]
 
 
 def test_refusals_are_unsupported_with_the_reasons_sdpa_gives_in_warnings():
@@ -94,6 +134,45 @@ def test_rows_of_the_first_sdpa_script_read_like_new_ones():
     assert all(r["status"].startswith("unsupported: No available kernel") for r in rows[1:])
     assert peer_rows.series(rows, impl="sdpa_flash", **{"pass": "bwd"}) == [11.0, None, None, None, None, None]
     assert peer_rows.variants_in(rows, "bwd") == [("sdpa_flash", True)]
+
+
+def test_gqa_rows_are_their_own_shape_for_ratios_series_and_tables():
+    standard = [dict(row("dash_attn", True, 100.0, seqlen=4096, mask="causal"), heads=16, heads_kv=16, batch=4),
+                dict(row("sdpa_flash", False, 50.0, seqlen=4096, mask="causal"), heads=16, heads_kv=16, batch=4)]
+    gqa = [dict(row("dash_attn", True, 90.0, seqlen=4096, mask="causal"), heads=32, heads_kv=8, batch=4),
+           dict(row("fa4", False, 120.0, seqlen=4096, mask="causal"), heads=32, heads_kv=8, batch=4)]
+    peer_rows.annotate_best_peer(standard + gqa)
+    assert standard[0]["best_peer"] == "SDPA flash" and standard[0]["ratio_to_best_peer"] == pytest.approx(2.0)
+    assert gqa[0]["best_peer"] == "FA4" and gqa[0]["ratio_to_best_peer"] == pytest.approx(0.75)
+    match = dict(impl="dash_attn", deterministic=True, head_dim=128, mask="causal", **{"pass": "fwd"})
+    assert peer_rows.series(standard + gqa, **match)[3] == 100.0
+    assert peer_rows.series(standard + gqa, gqa=True, **match)[3] == 90.0
+
+
+def test_latest_records_carry_the_required_fields_and_types():
+    rows = [dict(row("fa4", True, 321.5, "bwd", bitwise=True, seqlen=8192, mask="causal"), batch=2, heads=32,
+                 heads_kv=8, median_ms=1.5, min_ms=1.4, max_ms=1.7, verified=True, error_ratio=0.3,
+                 protocol="autograd", row_group="gqa"),
+            dict(row("cudnn", False, 200.0, "fwd", seqlen=4096, head_dim=256), batch=4, heads=8, heads_kv=8,
+                 median_ms=1.0, min_ms=0.9, max_ms=1.1, protocol="direct_op", row_group="hdim256"),
+            dict(row("dash_attn", True, None, "bwd", status="error: boom", seqlen=512, head_dim=64), batch=32,
+                 heads=32, heads_kv=32, protocol="autograd", row_group="standard")]
+    records = peer_rows.latest_records({"commit": "abc1234", "date": "2026-12-02T00:00:00+00:00", "device": "GPU",
+                                        "rows": rows})
+    types = {"impl": str, "deterministic": bool, "pass": str, "hdim": int, "causal": bool, "seqlen": int,
+             "batch": int, "heads_q": int, "heads_kv": int, "commit": str, "date": str}
+    for record in records:
+        assert list(record) == list(peer_rows.LATEST_FIELDS)
+        assert all(isinstance(record[field], kind) for field, kind in types.items())
+        assert record["tflops"] is None or isinstance(record["tflops"], float)
+        assert record["bitwise_rerun"] is None or isinstance(record["bitwise_rerun"], bool)
+    gqa, fwd, failed = records
+    assert (gqa["impl"], gqa["pass"], gqa["hdim"], gqa["causal"], gqa["heads_q"], gqa["heads_kv"], gqa["batch"]) == \
+        ("fa4", "bwd", 128, True, 32, 8, 2)
+    assert gqa["tflops"] == 321.5 and gqa["bitwise_rerun"] is True and gqa["deterministic"] is True
+    assert fwd["bitwise_rerun"] is None and fwd["causal"] is False and fwd["protocol"] == "direct_op"
+    assert failed["tflops"] is None and failed["bitwise_rerun"] is None and failed["status"] == "error: boom"
+    assert json.loads(json.dumps(records)) == records
 
 
 def test_standard_grid_rows_leave_chosen_shapes_out():

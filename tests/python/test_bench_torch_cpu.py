@@ -95,9 +95,15 @@ def run_script(script, *args):
 def test_peers_script_runs_and_records_refusals(tmp_path):
     output = run_script("peers.py", "--hdims", "32", "--seqlens", "64,128", "--total-tokens", "256", "--hidden", "64",
                         "--reps", "2", "--warmup", "1", "--impls", "sdpa_flash,sdpa_cudnn:nondet",
-                        "--json", str(tmp_path / "p.json"), "--csv", str(tmp_path / "p.csv"), "--commit", "test")
+                        "--json", str(tmp_path / "p.json"), "--csv", str(tmp_path / "p.csv"), "--commit", "test",
+                        "--latest-json", str(tmp_path / "latest.json"))
     document = json.loads((tmp_path / "p.json").read_text())
     assert document["commit"] == "test" and len(document["rows"]) == 2 * 2 * 3 * 2
+    # Grid options without --rows: the standard grid alone, as before the row groups.
+    assert document["row_groups"] == ["standard"] and {r["row_group"] for r in document["rows"]} == {"standard"}
+    records = json.loads((tmp_path / "latest.json").read_text())
+    assert len(records) == len(document["rows"]) and records[0]["commit"] == "test"
+    assert {(r["hdim"], r["heads_q"], r["heads_kv"]) for r in records} == {(32, 2, 2)}
     flash = [r for r in document["rows"] if r["impl"] == "sdpa_flash"]
     # FA3's rule (verified) is statistical; CPU kernels are not what it was made for. Far off it is a bug.
     assert all(r["status"] == "ok" and r["error_ratio"] < 10 and r["verified"] is not None for r in flash)
