@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dash_attn/mask/mask_geometry.hpp"
 #include "dash_attn/types.hpp"
 
 namespace dash_attn::reference {
@@ -14,8 +15,12 @@ namespace dash_attn::reference {
 // Bottom-right aligned causal mask (FlashAttention 2/3): query row i sees key
 // j iff j <= i + seqlen_k - seqlen_q. With seqlen_q > seqlen_k the first
 // seqlen_q - seqlen_k rows see nothing: their O is 0 and their LSE is -inf.
+// The rule is the kernels' (mask::MaskGeometry's row range), not a copy of it;
+// row < seqlen_q and key < seqlen_k (< 2^31, as the kernels require).
 inline bool key_visible(int64_t row, int64_t key, int64_t seqlen_q, int64_t seqlen_k, bool causal) {
-  return !causal || key <= row + seqlen_k - seqlen_q;
+  const mask::MaskGeometry rows = mask::mask_geometry(static_cast<int>(seqlen_q), static_cast<int>(seqlen_k), 1, 1,
+                                                      mask::causal_window(causal));
+  return rows.visible(static_cast<int>(row), static_cast<int>(key));
 }
 
 struct ForwardResult {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dash_attn/host_device.hpp"
+#include "dash_attn/mask/mask_geometry.hpp"
 #include "dash_attn/tile_config.hpp"
 #include "dash_attn/types.hpp"
 
@@ -58,23 +59,21 @@ struct ForwardPlan {
   // Without a counter: tiles cta, cta + grid, ... (a static round robin).
   DASH_HOST_DEVICE int static_next_tile(int index) const { return index < tiles - grid ? index + grid : tiles; }
 
+  // The mask rule (bottom-right causal, key tail) at the forward's tile sizes,
+  // with the tile counts planned on the host so the kernel does not divide.
+  DASH_HOST_DEVICE mask::MaskGeometry mask_geometry() const {
+    return mask::MaskGeometry{seqlen_q, seqlen_k, tile.block_m, tile.block_n, m_blocks, n_blocks,
+                              mask::causal_window(causal)};
+  }
+
   // Key tiles [0, n_block_end) that query tile m_block visits; 0 when every
   // row of the tile is fully masked (bottom-right causal with seqlen_q > seqlen_k).
-  DASH_HOST_DEVICE int n_block_end(int m_block) const {
-    if (!causal) return n_blocks;
-    const int rows_end = (m_block + 1) * tile.block_m < seqlen_q ? (m_block + 1) * tile.block_m : seqlen_q;
-    const long long visible_keys = static_cast<long long>(rows_end) + seqlen_k - seqlen_q;
-    if (visible_keys <= 0) return 0;
-    const int end = static_cast<int>((visible_keys + tile.block_n - 1) / tile.block_n);
-    return end < n_blocks ? end : n_blocks;
-  }
+  DASH_HOST_DEVICE int n_block_end(int m_block) const { return mask_geometry().kv_end(m_block); }
 
   // Whether some score of tile (m_block, n_block) is masked: the key tail
   // beyond seqlen_k, or a key right of the causal diagonal of the tile's first row.
   DASH_HOST_DEVICE bool needs_mask(int m_block, int n_block) const {
-    const long long keys_end = static_cast<long long>(n_block + 1) * tile.block_n;
-    if (keys_end > seqlen_k) return true;
-    return causal && keys_end > static_cast<long long>(m_block) * tile.block_m + seqlen_k - seqlen_q + 1;
+    return mask_geometry().tile_needs_mask(m_block, n_block);
   }
 };
 

@@ -1,21 +1,17 @@
 // Tile geometry of one (batch, head) of the backward: how many Q and KV tiles
 // there are and which (Q tile, KV tile) pairs the mask leaves work in. These
-// are the trip counts every schedule and the kernel's mask share.
+// are the trip counts every schedule and the kernel's mask share. The mask
+// rule itself (bottom-right causal, sequence tails) is mask::MaskGeometry's;
+// HeadTiles names the questions the schedules ask of it.
 //
-// Causal masks are bottom-right aligned (FlashAttention's convention when
-// seqlen_q != seqlen_k): query row r sees key c iff c <= r + seqlen_k - seqlen_q.
 // block_m and block_n may differ. 32-bit arithmetic throughout: a sequence
 // has fewer than 2^31 rows.
 #pragma once
 
 #include "dash_attn/host_device.hpp"
+#include "dash_attn/mask/mask_geometry.hpp"
 
 namespace dash_attn::schedule {
-
-// Rounds toward minus infinity (C++ '/' rounds toward zero).
-DASH_HOST_DEVICE constexpr int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-DASH_HOST_DEVICE constexpr int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 struct HeadTiles {
   int seqlen_q = 0;
@@ -27,23 +23,26 @@ struct HeadTiles {
   DASH_HOST_DEVICE constexpr int q_tiles() const { return (seqlen_q + block_m - 1) / block_m; }
   DASH_HOST_DEVICE constexpr int kv_tiles() const { return (seqlen_k + block_n - 1) / block_n; }
 
-  // First Q tile KV tile `kv` contributes to; it visits [q_begin(kv), q_tiles()).
-  // Always < q_tiles() when seqlen_q > 0: the last row sees every key.
-  DASH_HOST_DEVICE constexpr int q_begin(int kv) const {
-    if (!causal) return 0;
-    return clamp_int(floor_div(kv * block_n - (seqlen_k - seqlen_q), block_m), 0, q_tiles());
+  // No left bound: the schedules take every chain to run to the last Q tile
+  // and every Q tile's contributors to start at KV tile 0.
+  DASH_HOST_DEVICE constexpr mask::MaskGeometry mask_geometry() const {
+    return mask::MaskGeometry{seqlen_q, seqlen_k, block_m, block_n, q_tiles(), kv_tiles(),
+                              mask::causal_window(causal)};
   }
 
-  DASH_HOST_DEVICE constexpr int chain_length(int kv) const { return q_tiles() - q_begin(kv); }
+  // First Q tile KV tile `kv` contributes to; it visits [q_begin(kv), q_tiles()).
+  // Always < q_tiles() when seqlen_q > 0: the last row sees every key.
+  DASH_HOST_DEVICE constexpr int q_begin(int kv) const { return mask_geometry().q_begin(kv); }
+
+  DASH_HOST_DEVICE constexpr int chain_length(int kv) const {
+    const mask::MaskGeometry g = mask_geometry();
+    return g.q_end(kv) - g.q_begin(kv);
+  }
 
   // Number of KV tiles contributing to Q tile q. Because q_begin is
   // non-decreasing in kv, the contributors are exactly kv in [0, kv_end(q)).
   // Zero when every row of q is masked (causal with seqlen_q > seqlen_k).
-  DASH_HOST_DEVICE constexpr int kv_end(int q) const {
-    if (!causal) return kv_tiles();
-    const int last_row = (q + 1) * block_m < seqlen_q ? (q + 1) * block_m - 1 : seqlen_q - 1;
-    return clamp_int(floor_div(last_row + seqlen_k - seqlen_q, block_n) + 1, 0, kv_tiles());
-  }
+  DASH_HOST_DEVICE constexpr int kv_end(int q) const { return mask_geometry().kv_end(q); }
 
   // KV tiles whose q_begin equals q_begin(kv): [level_begin, level_end).
   // Several KV tiles share a first Q tile when block_n < block_m or when
@@ -57,9 +56,7 @@ struct HeadTiles {
   // The step needs the element mask: the causal diagonal crosses the tile or
   // the KV tile runs past seqlen_k. The model prices such steps as c_masked.
   DASH_HOST_DEVICE constexpr bool needs_mask(int q, int kv) const {
-    const int last_key = (kv + 1) * block_n - 1;
-    if (last_key >= seqlen_k) return true;
-    return causal && last_key > q * block_m + seqlen_k - seqlen_q;
+    return mask_geometry().tile_needs_mask(q, kv);
   }
 };
 

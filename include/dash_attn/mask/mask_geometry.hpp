@@ -1,0 +1,169 @@
+// Mask geometry of one (batch, head) sequence pair: which keys each query row
+// sees, and what that means for (Q tile, KV tile) pairs. The only place the
+// rule is written down: the backward's trip counts (schedule/head_tiles.hpp),
+// the forward's key ranges (src/host/forward_plan.hpp) and the fp64 reference
+// derive from it, and the kernels' element masks are to call it too.
+//
+// The rule is FlashAttention's, bottom-right aligned: with
+// offset = seqlen_k - seqlen_q, query row r sees key c (0 <= c < seqlen_k) iff
+//   r + offset - window.left <= c <= r + offset + window.right,
+// a negative bound meaning unbounded on that side. No mask is the window
+// (-1, -1), causal is (-1, 0). Varlen: one geometry per sequence, built with
+// that sequence's lengths.
+//
+// Tiles: Q tile q holds rows [q * block_m, (q + 1) * block_m), KV tile kv keys
+// [kv * block_n, (kv + 1) * block_n). Rows past seqlen_q are padding whose
+// results are dropped, so they never make a tile masked; keys past seqlen_k
+// would enter the softmax of real rows, so a KV tile that runs past seqlen_k is
+// always (at least partly) masked.
+//
+// 32-bit arithmetic, ordered so that no mask and causal never overflow for
+// lengths < 2^31; a bounded window also needs seqlen_q + seqlen_k < 2^31.
+// Header-only and allocation-free: the kernels include it.
+#pragma once
+
+#include "dash_attn/host_device.hpp"
+
+namespace dash_attn::mask {
+
+// Rounds toward minus infinity (C++ '/' rounds toward zero). b > 0.
+DASH_HOST_DEVICE constexpr int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+DASH_HOST_DEVICE constexpr int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+// Keys a row sees left and right of its diagonal key r + offset; negative:
+// unbounded on that side.
+struct MaskWindow {
+  int left = -1;
+  int right = -1;
+};
+
+DASH_HOST_DEVICE constexpr MaskWindow causal_window(bool causal) { return MaskWindow{-1, causal ? 0 : -1}; }
+
+// FlashAttention's window_size = (left, right). A bound that reaches past every
+// key it could cut (left >= seqlen_k, right >= seqlen_q) hides nothing, so it
+// becomes unbounded, which keeps r + offset +- bound inside 32 bits.
+DASH_HOST_DEVICE constexpr MaskWindow sliding_window(int left, int right, int seqlen_q, int seqlen_k) {
+  return MaskWindow{left < 0 || left >= seqlen_k ? -1 : left, right < 0 || right >= seqlen_q ? -1 : right};
+}
+
+enum class TileMask { kFullyMasked, kPartlyMasked, kUnmasked };
+
+// Visibility of one (Q tile, KV tile) pair in tile-local coordinates (key in
+// [0, block_n), row in [0, block_m)): one subtraction and compares per element,
+// the shape the backward's per-element mask needs.
+struct TileLocalMask {
+  int keys_left;          // keys of the tile before seqlen_k
+  int max_key_minus_row;  // key - row above this lies right of the window
+  int min_key_minus_row;  // key - row below this lies left of the window
+
+  DASH_HOST_DEVICE constexpr bool visible(int key, int row) const {
+    return key < keys_left && key - row <= max_key_minus_row && key - row >= min_key_minus_row;
+  }
+};
+
+struct MaskGeometry {
+  int seqlen_q = 0;
+  int seqlen_k = 0;
+  int block_m = 1;  // block sizes and tile counts only matter to the tile queries
+  int block_n = 1;
+  int q_tiles = 0;  // ceil(seqlen_q / block_m); passed in where a plan has it already
+  int kv_tiles = 0;  // ceil(seqlen_k / block_n)
+  MaskWindow window;
+
+  DASH_HOST_DEVICE constexpr bool has_left_bound() const { return window.left >= 0; }
+  DASH_HOST_DEVICE constexpr bool has_right_bound() const { return window.right >= 0; }
+  // Key column of row r's diagonal is r + diagonal_offset() (bottom-right alignment).
+  DASH_HOST_DEVICE constexpr int diagonal_offset() const { return seqlen_k - seqlen_q; }
+
+  // ---- per row (0 <= row < seqlen_q) ----
+  // Visible keys [col_begin(row), col_end(row)); an empty row gives [0, 0).
+  DASH_HOST_DEVICE constexpr int col_begin(int row) const {
+    if (!has_left_bound()) return 0;
+    const int first = row + diagonal_offset() - window.left;
+    return first > 0 ? first : 0;
+  }
+  // A padding row (row >= seqlen_q) gets seqlen_k under causal, as the forward
+  // kernel's `limit` does: its diagonal lies past the last key.
+  DASH_HOST_DEVICE constexpr int col_end(int row) const {
+    if (!has_right_bound()) return seqlen_k;
+    const int end = row + diagonal_offset() + window.right + 1;
+    return end < seqlen_k ? (end > 0 ? end : 0) : seqlen_k;
+  }
+  DASH_HOST_DEVICE constexpr bool visible(int row, int col) const {
+    return col >= col_begin(row) && col < col_end(row);
+  }
+
+  // ---- tile bounds ----
+  DASH_HOST_DEVICE constexpr int first_row(int q) const { return q * block_m; }
+  // Last real row of Q tile q; written so that (q + 1) * block_m is never formed.
+  DASH_HOST_DEVICE constexpr int last_row(int q) const {
+    return seqlen_q - first_row(q) > block_m ? first_row(q) + block_m - 1 : seqlen_q - 1;
+  }
+  DASH_HOST_DEVICE constexpr int first_key(int kv) const { return kv * block_n; }
+  // Last real key of KV tile kv.
+  DASH_HOST_DEVICE constexpr int last_key(int kv) const {
+    return seqlen_k - first_key(kv) > block_n ? first_key(kv) + block_n - 1 : seqlen_k - 1;
+  }
+
+  // ---- per Q tile: KV tiles with a visible key, [kv_begin(q), kv_end(q)) ----
+  // The keys a tile's rows see form one interval (each row's range is the
+  // previous one shifted by one key), from its first row's col_begin to its
+  // last row's col_end; these are the KV tiles that interval touches. Empty
+  // gives [0, 0).
+  DASH_HOST_DEVICE constexpr int kv_begin(int q) const {
+    if (!has_left_bound()) return 0;
+    return clamp_int(floor_div(first_row(q) + diagonal_offset() - window.left, block_n), 0, kv_tiles);
+  }
+  DASH_HOST_DEVICE constexpr int kv_end(int q) const {
+    if (!has_right_bound()) return kv_tiles;
+    return clamp_int(floor_div(last_row(q) + diagonal_offset() + window.right, block_n) + 1, 0, kv_tiles);
+  }
+
+  // ---- per KV tile: Q tiles with a row that sees one of its keys, [q_begin(kv), q_end(kv)) ----
+  // Row r sees a key of [first, last] iff first - offset - right <= r <= last - offset + left.
+  // Empty gives [0, 0).
+  DASH_HOST_DEVICE constexpr int q_begin(int kv) const {
+    if (!has_right_bound()) return 0;
+    return clamp_int(floor_div(first_key(kv) - diagonal_offset() - window.right, block_m), 0, q_tiles);
+  }
+  DASH_HOST_DEVICE constexpr int q_end(int kv) const {
+    if (!has_left_bound()) return q_tiles;
+    return clamp_int(floor_div(last_key(kv) - diagonal_offset() + window.left, block_m) + 1, 0, q_tiles);
+  }
+
+  // ---- per (Q tile, KV tile) ----
+  DASH_HOST_DEVICE constexpr bool tile_has_work(int q, int kv) const { return kv_begin(q) <= kv && kv < kv_end(q); }
+  // Some element of a real row is hidden: the tile runs past seqlen_k, or the
+  // window's right edge cuts its first row (which sees the fewest keys on the
+  // right), or its left edge cuts its last row (the fewest on the left).
+  DASH_HOST_DEVICE constexpr bool tile_needs_mask(int q, int kv) const {
+    if (seqlen_k - first_key(kv) < block_n) return true;
+    const int tile_last_key = first_key(kv) + block_n - 1;
+    const bool cut_right = has_right_bound() && tile_last_key > first_row(q) + diagonal_offset() + window.right;
+    const bool cut_left = has_left_bound() && first_key(kv) < last_row(q) + diagonal_offset() - window.left;
+    return cut_right || cut_left;
+  }
+  DASH_HOST_DEVICE constexpr TileMask classify_tile(int q, int kv) const {
+    if (!tile_has_work(q, kv)) return TileMask::kFullyMasked;
+    return tile_needs_mask(q, kv) ? TileMask::kPartlyMasked : TileMask::kUnmasked;
+  }
+  // Element visibility inside tile (q, kv). An unbounded side gets a limit
+  // that every in-tile key - row (in (-block_m, block_n)) satisfies.
+  DASH_HOST_DEVICE constexpr TileLocalMask tile_local_mask(int q, int kv) const {
+    const int diagonal = first_row(q) + diagonal_offset() - first_key(kv);  // key - row on the diagonal
+    return TileLocalMask{seqlen_k - first_key(kv), has_right_bound() ? diagonal + window.right : block_n,
+                         has_left_bound() ? diagonal - window.left : -block_m};
+  }
+};
+
+// Tile counts computed here; a caller that has them (the forward plan) may
+// aggregate-initialize MaskGeometry with its own instead.
+DASH_HOST_DEVICE constexpr MaskGeometry mask_geometry(int seqlen_q, int seqlen_k, int block_m, int block_n,
+                                                      MaskWindow window) {
+  const int q_tiles = (seqlen_q + block_m - 1) / block_m;
+  const int kv_tiles = (seqlen_k + block_n - 1) / block_n;
+  return MaskGeometry{seqlen_q, seqlen_k, block_m, block_n, q_tiles, kv_tiles, window};
+}
+
+}  // namespace dash_attn::mask
