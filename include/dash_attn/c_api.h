@@ -13,7 +13,7 @@
 #define DASH_ATTN_C_API_H
 
 /* The version of everything in this header, as one number (see above). */
-#define DASH_ATTN_ABI_VERSION 1
+#define DASH_ATTN_ABI_VERSION 2
 
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +49,7 @@ typedef struct {
   int32_t deterministic;
   int32_t schedule; /* a DASH_SCHEDULE_* code */
   int32_t max_ctas;
+  int32_t sm_margin; /* SMs both passes leave free (FA3's sm_margin) */
 } DashOptions;
 
 /* The dtype argument of dash_forward and dash_backward. */
@@ -78,7 +79,8 @@ DASH_C_API int dash_forward(const DashShape* shape, int32_t dtype, const DashTen
                  const DashTensor* out, const DashLse* lse, const DashOptions* options, void* stream);
 
 DASH_C_API int dash_backward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
-                  const DashTensor* out, const DashTensor* dout, const DashLse* lse, const DashTensor* dq,
+                  const DashTensor* out, const DashTensor* dout, const DashLse* lse,
+                  const DashLse* dlse /* may be null: no lse gradient */, const DashTensor* dq,
                   const DashTensor* dk, const DashTensor* dv, void* workspace, size_t workspace_bytes,
                   const DashOptions* options, void* stream);
 

@@ -66,6 +66,9 @@ struct Options {
   // Upper bound on the backward grid (0: no cap). For tests of grid-size
   // invariance and for leaving SMs to concurrent kernels (like FA3's sm_margin).
   int max_ctas = 0;
+  // SMs both passes leave to concurrent kernels (FA3's sm_margin, e.g. for
+  // NCCL's during context parallelism): their grids use at most SMs - sm_margin.
+  int sm_margin = 0;
 };
 
 struct ForwardArgs {
@@ -81,6 +84,9 @@ struct BackwardArgs {
   DType dtype = DType::kBF16;
   TensorView q, k, v, out, dout;
   LseView lse;
+  // Optional gradient of the forward's lse (null data: zero), laid out like
+  // lse. dS gains P * dlse, so it enters as D = rowsum(dO * O) - dlse.
+  LseView dlse;
   TensorView dq, dk, dv;
   void* workspace = nullptr;  // backward_workspace_size() bytes, 256-byte aligned
   std::size_t workspace_bytes = 0;

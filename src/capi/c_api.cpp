@@ -11,13 +11,24 @@ namespace {
 
 thread_local std::string last_error;
 
+// A null struct pointer is a caller's bug that would otherwise crash here.
+template <class T>
+T& required(T* pointer, const char* function, const char* name) {
+  if (pointer == nullptr)
+    throw dash_attn::Error(dash_attn::ErrorCode::kInvalidArgument,
+                           std::string(function) + ": argument '" + name + "': expected a non-null pointer");
+  return *pointer;
+}
+
 dash_attn::ProblemShape to_shape(const DashShape& s) {
   return {s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.head_dim};
 }
 
-dash_attn::TensorView to_view(const DashTensor* t) {
-  return {t->data, t->batch_stride, t->seq_stride, t->head_stride, t->dim_stride};
+dash_attn::TensorView to_view(const DashTensor& t) {
+  return {t.data, t.batch_stride, t.seq_stride, t.head_stride, t.dim_stride};
 }
+
+dash_attn::LseView to_lse(const DashLse& l) { return {l.data, l.batch_stride, l.head_stride}; }
 
 dash_attn::Options to_options(const DashOptions& o) {
   dash_attn::Options options;
@@ -26,6 +37,7 @@ dash_attn::Options to_options(const DashOptions& o) {
   options.deterministic = o.deterministic != 0;
   options.schedule = dash_attn::capi::to_schedule(o.schedule);
   options.max_ctas = o.max_ctas;
+  options.sm_margin = o.sm_margin;
   return options;
 }
 
@@ -50,34 +62,45 @@ extern "C" {
 int dash_forward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
                  const DashTensor* out, const DashLse* lse, const DashOptions* options, void* stream) {
   return guarded([&] {
+    constexpr const char* kFn = "dash_forward";
     dash_attn::ForwardArgs a;
-    a.shape = to_shape(*shape);
+    a.shape = to_shape(required(shape, kFn, "shape"));
     a.dtype = dash_attn::capi::to_dtype(dtype);
-    a.q = to_view(q), a.k = to_view(k), a.v = to_view(v), a.out = to_view(out);
-    a.lse = {lse->data, lse->batch_stride, lse->head_stride};
-    dash_attn::forward(a, to_options(*options), static_cast<cudaStream_t>(stream));
+    a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
+    a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
+    a.lse = to_lse(required(lse, kFn, "lse"));
+    dash_attn::forward(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
   });
 }
 
 int dash_backward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
-                  const DashTensor* out, const DashTensor* dout, const DashLse* lse, const DashTensor* dq,
-                  const DashTensor* dk, const DashTensor* dv, void* workspace, size_t workspace_bytes,
-                  const DashOptions* options, void* stream) {
+                  const DashTensor* out, const DashTensor* dout, const DashLse* lse, const DashLse* dlse,
+                  const DashTensor* dq, const DashTensor* dk, const DashTensor* dv, void* workspace,
+                  size_t workspace_bytes, const DashOptions* options, void* stream) {
   return guarded([&] {
+    constexpr const char* kFn = "dash_backward";
     dash_attn::BackwardArgs a;
-    a.shape = to_shape(*shape);
+    a.shape = to_shape(required(shape, kFn, "shape"));
     a.dtype = dash_attn::capi::to_dtype(dtype);
-    a.q = to_view(q), a.k = to_view(k), a.v = to_view(v), a.out = to_view(out), a.dout = to_view(dout);
-    a.lse = {lse->data, lse->batch_stride, lse->head_stride};
-    a.dq = to_view(dq), a.dk = to_view(dk), a.dv = to_view(dv);
+    a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
+    a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
+    a.dout = to_view(required(dout, kFn, "dout"));
+    a.lse = to_lse(required(lse, kFn, "lse"));
+    if (dlse != nullptr) a.dlse = to_lse(*dlse);  // optional
+    a.dq = to_view(required(dq, kFn, "dq")), a.dk = to_view(required(dk, kFn, "dk"));
+    a.dv = to_view(required(dv, kFn, "dv"));
     a.workspace = workspace;
     a.workspace_bytes = workspace_bytes;
-    dash_attn::backward(a, to_options(*options), static_cast<cudaStream_t>(stream));
+    dash_attn::backward(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
   });
 }
 
 int dash_backward_workspace_size(const DashShape* shape, const DashOptions* options, size_t* bytes) {
-  return guarded([&] { *bytes = dash_attn::backward_workspace_size(to_shape(*shape), to_options(*options)); });
+  return guarded([&] {
+    constexpr const char* kFn = "dash_backward_workspace_size";
+    required(bytes, kFn, "bytes") = dash_attn::backward_workspace_size(to_shape(required(shape, kFn, "shape")),
+                                                to_options(required(options, kFn, "options")));
+  });
 }
 
 const char* dash_last_error(void) { return last_error.c_str(); }

@@ -8,6 +8,7 @@
 
 #include "dash_attn/error.hpp"
 #include "dash_attn/tile_config.hpp"
+#include "overlap.hpp"
 
 namespace dash_attn::host {
 namespace {
@@ -83,6 +84,34 @@ void check_forward_tensors(const char* function, const ProblemShape& s, const Te
   check_lse(function, "lse", lse, s);
 }
 
+struct Named {
+  const char* name;
+  StridedView view;
+};
+
+StridedView view_of(const TensorView& t, int64_t batch, int64_t seqlen, int64_t heads, int64_t head_dim) {
+  return {t.data, kElementBytes, 4, {batch, seqlen, heads, head_dim}, {t.batch_stride, t.seq_stride, t.head_stride, 1}};
+}
+
+StridedView view_of(const LseView& l, const ProblemShape& s) {
+  return {l.data, sizeof(float), 3, {s.batch, s.heads_q, s.seqlen_q}, {l.batch_stride, l.head_stride, 1}};
+}
+
+// Each output against every input and every other output.
+void check_no_overlap(const char* function, std::initializer_list<Named> outputs, std::initializer_list<Named> inputs) {
+  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
+    if (out->view.data == nullptr) continue;  // an absent optional buffer
+    for (const Named& in : inputs)
+      if (in.view.data != nullptr && views_overlap(out->view, in.view))
+        fail(ErrorCode::kInvalidArgument, function, out->name,
+             std::string("overlaps '") + in.name + "' in memory; outputs must not alias inputs or each other");
+    for (auto other = outputs.begin(); other != out; ++other)
+      if (other->view.data != nullptr && views_overlap(out->view, other->view))
+        fail(ErrorCode::kInvalidArgument, function, out->name,
+             std::string("overlaps '") + other->name + "' in memory; outputs must not alias inputs or each other");
+  }
+}
+
 }  // namespace
 
 void validate_problem(const char* function, const ProblemShape& s, const Options& options) {
@@ -119,6 +148,8 @@ void validate_problem(const char* function, const ProblemShape& s, const Options
          "expected a finite non-zero value, got " + str(*options.softmax_scale));
   if (options.max_ctas < 0)
     fail(ErrorCode::kInvalidArgument, function, "options.max_ctas", "expected >= 0 (0: no cap), got " + str(options.max_ctas));
+  if (options.sm_margin < 0)
+    fail(ErrorCode::kInvalidArgument, function, "options.sm_margin", "expected >= 0, got " + str(options.sm_margin));
   const auto kind = static_cast<int>(options.schedule);
   if (kind < static_cast<int>(ScheduleKind::kAtomic) || kind > static_cast<int>(ScheduleKind::kAuto))
     fail(ErrorCode::kInvalidArgument, function, "options.schedule", "expected a ScheduleKind value, got " + str(kind));
@@ -135,6 +166,12 @@ void validate_forward(const ForwardArgs& a, const Options& options) {
   constexpr const char* kFn = "forward";
   validate_problem(kFn, a.shape, options);
   check_forward_tensors(kFn, a.shape, a.q, a.k, a.v, a.out, a.lse);
+  const ProblemShape& s = a.shape;
+  const int64_t d = s.head_dim;
+  check_no_overlap(kFn, {{"out", view_of(a.out, s.batch, s.seqlen_q, s.heads_q, d)}, {"lse", view_of(a.lse, s)}},
+                   {{"q", view_of(a.q, s.batch, s.seqlen_q, s.heads_q, d)},
+                    {"k", view_of(a.k, s.batch, s.seqlen_k, s.heads_kv, d)},
+                    {"v", view_of(a.v, s.batch, s.seqlen_k, s.heads_kv, d)}});
 }
 
 void validate_backward(const BackwardArgs& a, const Options& options, std::size_t required_workspace_bytes) {
@@ -143,6 +180,7 @@ void validate_backward(const BackwardArgs& a, const Options& options, std::size_
   const ProblemShape& s = a.shape;
   check_forward_tensors(kFn, s, a.q, a.k, a.v, a.out, a.lse);
   check_tensor(kFn, "dout", a.dout, s.batch, s.seqlen_q, s.heads_q);
+  if (a.dlse.data != nullptr) check_lse(kFn, "dlse", a.dlse, s);  // optional
   check_tensor(kFn, "dq", a.dq, s.batch, s.seqlen_q, s.heads_q);
   check_tensor(kFn, "dk", a.dk, s.batch, s.seqlen_k, s.heads_kv);
   check_tensor(kFn, "dv", a.dv, s.batch, s.seqlen_k, s.heads_kv);
@@ -153,6 +191,30 @@ void validate_backward(const BackwardArgs& a, const Options& options, std::size_
     fail(ErrorCode::kInvalidArgument, kFn, "workspace", "expected a non-null device pointer");
   if (reinterpret_cast<std::uintptr_t>(a.workspace) % 256 != 0)
     fail(ErrorCode::kInvalidArgument, kFn, "workspace", "expected a 256-byte aligned pointer");
+  const int64_t d = s.head_dim;
+  const StridedView workspace{a.workspace, 1, 1, {static_cast<int64_t>(a.workspace_bytes)}, {1}};
+  check_no_overlap(kFn,
+                   {{"dq", view_of(a.dq, s.batch, s.seqlen_q, s.heads_q, d)},
+                    {"dk", view_of(a.dk, s.batch, s.seqlen_k, s.heads_kv, d)},
+                    {"dv", view_of(a.dv, s.batch, s.seqlen_k, s.heads_kv, d)},
+                    {"workspace", a.workspace_bytes > 0 ? workspace : StridedView{}}},
+                   {{"q", view_of(a.q, s.batch, s.seqlen_q, s.heads_q, d)},
+                    {"k", view_of(a.k, s.batch, s.seqlen_k, s.heads_kv, d)},
+                    {"v", view_of(a.v, s.batch, s.seqlen_k, s.heads_kv, d)},
+                    {"out", view_of(a.out, s.batch, s.seqlen_q, s.heads_q, d)},
+                    {"dout", view_of(a.dout, s.batch, s.seqlen_q, s.heads_q, d)},
+                    {"lse", view_of(a.lse, s)},
+                    {"dlse", a.dlse.data != nullptr ? view_of(a.dlse, s) : StridedView{}}});
+}
+
+bool runs_sm90_kernels(int major, int minor) { return major == 9 && minor == 0; }
+
+void validate_device(const char* function, int device, const char* name, int major, int minor) {
+  if (runs_sm90_kernels(major, minor)) return;
+  throw Error(ErrorCode::kNotSupported, std::string("dash_attn::") + function + ": device " + str(device) + " (" +
+                                            name + ") has compute capability " + str(major) + "." + str(minor) +
+                                            "; dash_attn's kernels are built for sm_90a (H100/H200/H800, "
+                                            "compute capability 9.0) and run on nothing else");
 }
 
 float resolved_softmax_scale(const ProblemShape& shape, const Options& options) {

@@ -14,6 +14,11 @@ void validate_backward(const BackwardArgs& args, const Options& options, std::si
 // The shape and option rules alone (what backward_workspace_size needs).
 void validate_problem(const char* function, const ProblemShape& shape, const Options& options);
 
+// The kernels are sm_90a code: they run on compute capability 9.0 alone.
+bool runs_sm90_kernels(int major, int minor);
+// Throws kNotSupported naming the device and its compute capability unless it runs them.
+void validate_device(const char* function, int device, const char* name, int major, int minor);
+
 // options.softmax_scale, or 1/sqrt(head_dim) when it is unset.
 float resolved_softmax_scale(const ProblemShape& shape, const Options& options);
 

@@ -5,13 +5,15 @@
 
 #include "dash_attn/error.hpp"
 #include "host/backward_plan.hpp"
+#include "host/overlap.hpp"
 #include "host/validate.hpp"
 
 namespace dash_attn {
 namespace {
 
 // Validation never dereferences pointers: fake, well-aligned addresses suffice.
-void* fake_pointer(std::uintptr_t slot) { return reinterpret_cast<void*>(0x100000 + slot * 0x1000); }
+// 256 MiB apart: the tensors of the test shapes never overlap.
+void* fake_pointer(std::uintptr_t slot) { return reinterpret_cast<void*>(0x100000 + (slot << 28)); }
 
 TensorView dense(std::uintptr_t slot, const ProblemShape& s, int64_t seqlen, int64_t heads) {
   return TensorView{fake_pointer(slot), seqlen * heads * s.head_dim, heads * s.head_dim, s.head_dim, 1};
@@ -158,6 +160,52 @@ TEST(Validation, RejectsBadOptions) {
     o.deterministic = false;
     o.schedule = ScheduleKind::kShift;
   }, ErrorCode::kInvalidArgument, {"options.schedule", "'shift'", "deterministic is false"});
+}
+
+TEST(Validation, RefusesOutputsThatAliasInputsOrEachOther) {
+  expect_forward_error([](ForwardArgs& a, Options&) { a.out.data = a.q.data; }, ErrorCode::kInvalidArgument,
+                       {"forward", "'out'", "overlaps 'q'"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.lse.data = static_cast<float*>(a.out.data) + 8; },
+                       ErrorCode::kInvalidArgument, {"'lse'", "overlaps 'out'"});
+  const Options options;
+  BackwardArgs b = valid_backward(options);
+  b.dk.data = static_cast<char*>(b.dq.data) + 64;
+  expect_error([&] { host::validate_backward(b, options, b.workspace_bytes); }, ErrorCode::kInvalidArgument,
+               {"backward", "'dk'", "overlaps 'dq'"});
+  b = valid_backward(options);
+  b.workspace = b.dout.data;
+  expect_error([&] { host::validate_backward(b, options, b.workspace_bytes); }, ErrorCode::kInvalidArgument,
+               {"'workspace'", "overlaps 'dout'"});
+}
+
+TEST(Overlap, InterleavedSlicesOfOnePackedBufferShareNoElement) {
+  // q, k, v as slices of one (batch 2, seqlen 100, 3, heads 8, dim 64) buffer: same strides, 8*64 apart.
+  auto slice = [](int64_t which) {
+    return host::StridedView{reinterpret_cast<void*>(0x10000 + which * 8 * 64 * 2), 2, 4, {2, 100, 8, 64},
+                             {100 * 3 * 8 * 64, 3 * 8 * 64, 64, 1}};
+  };
+  EXPECT_FALSE(host::views_overlap(slice(0), slice(1)));
+  EXPECT_FALSE(host::views_overlap(slice(2), slice(0)));
+  EXPECT_TRUE(host::views_overlap(slice(1), slice(1)));
+  host::StridedView shifted = slice(1);
+  shifted.data = static_cast<const char*>(shifted.data) + 2 * 3;  // three elements on: shares elements
+  EXPECT_TRUE(host::views_overlap(slice(1), shifted));
+  // Ranges that do not meet, and a view of another layout inside the range: conservative.
+  host::StridedView far = slice(0);
+  far.data = reinterpret_cast<void*>(0x10000000);
+  EXPECT_FALSE(host::views_overlap(slice(0), far));
+  host::StridedView other = slice(1);
+  other.strides[2] = 128;
+  EXPECT_TRUE(host::views_overlap(slice(0), other));
+}
+
+TEST(Validation, RefusesDevicesOtherThanComputeCapability90) {
+  EXPECT_NO_THROW(host::validate_device("forward", 0, "NVIDIA H200", 9, 0));
+  expect_error([] { host::validate_device("forward", 1, "NVIDIA A100-SXM4-80GB", 8, 0); }, ErrorCode::kNotSupported,
+               {"dash_attn::forward", "device 1 (NVIDIA A100-SXM4-80GB)", "compute capability 8.0", "sm_90a"});
+  // sm_90a code does not run on Blackwell (10.0) either.
+  expect_error([] { host::validate_device("backward", 0, "NVIDIA B200", 10, 0); }, ErrorCode::kNotSupported,
+               {"compute capability 10.0"});
 }
 
 TEST(Validation, BackwardChecksEveryTensorAndTheWorkspace) {

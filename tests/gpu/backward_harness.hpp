@@ -207,6 +207,20 @@ class BackwardRunner {
             dense(dv_, pk_, c_.shape.seqlen_k, c_.shape.heads_kv)};
   }
 
+  // The forward of the same inputs into `out` (laid out like q) and a dense `lse`.
+  ForwardArgs forward_args(const DeviceBuffer<uint16_t>& out, const DeviceBuffer<float>& lse) const {
+    ForwardArgs a;
+    a.shape = c_.shape;
+    a.dtype = c_.dtype;
+    a.q = view(q_, pq_);
+    a.k = view(k_, pk_);
+    a.v = view(v_, pk_);
+    a.out = view(out, pq_);
+    a.lse = LseView{lse.get(), c_.shape.heads_q * c_.shape.seqlen_q, c_.shape.seqlen_q};
+    return a;
+  }
+  size_t q_elements() const { return pq_.elements; }
+
   const DeviceBuffer<uint16_t>& dq() const { return dq_; }
   const DeviceBuffer<uint16_t>& dk() const { return dk_; }
   const DeviceBuffer<uint16_t>& dv() const { return dv_; }

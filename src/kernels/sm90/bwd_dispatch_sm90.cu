@@ -26,12 +26,20 @@ void launch_backward_main(const BackwardArgs& a, const host::BackwardWorkspace& 
   }
 }
 
-int backward_main_capacity(const BackwardArgs&) {
+int backward_main_capacity(const BackwardArgs&, int sm_count) {
   // Every instantiation uses more than half of an SM's shared memory: one CTA per SM.
+  return sm_count;
+}
+
+int usable_sm_count(const char* function, int sm_margin) {
   int device = 0, sms = 0;
   DASH_CUDA_CHECK(cudaGetDevice(&device));
   DASH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
+  if (sm_margin >= sms)
+    throw Error(ErrorCode::kInvalidArgument, std::string("dash_attn::") + function + ": argument 'options.sm_margin': " +
+                                                 std::to_string(sm_margin) + " leaves none of the device's " +
+                                                 std::to_string(sms) + " SMs");
+  return sms - sm_margin;
 }
 
 }  // namespace dash_attn::sm90

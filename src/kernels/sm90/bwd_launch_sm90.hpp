@@ -8,6 +8,7 @@
 #include "bwd_kernel_sm90.hpp"
 #include "cuda_check.hpp"
 #include "launch.hpp"
+#include "tma_check.hpp"
 
 namespace dash_attn::sm90::bwd {
 
@@ -49,6 +50,12 @@ void launch_backward_main_sm90(const BackwardArgs& a, const host::BackwardWorksp
                            typename Traits::SmemLayoutK{});
   p.tma_dv = make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Traits>(a.dv, s.batch, s.seqlen_k, s.heads_kv),
                            typename Traits::SmemLayoutK{});
+  check_tma_descriptor(p.tma_q, "backward", "q");
+  check_tma_descriptor(p.tma_dout, "backward", "dout");
+  check_tma_descriptor(p.tma_k, "backward", "k");
+  check_tma_descriptor(p.tma_v, "backward", "v");
+  check_tma_descriptor(p.tma_dk, "backward", "dk");
+  check_tma_descriptor(p.tma_dv, "backward", "dv");
   p.schedule = c.schedule;
   p.problem = c.problem;
   p.total_items = p.schedule.total_items(c.problem);

@@ -1,5 +1,7 @@
 // Backward preprocess: one CTA per (q tile, head, batch).
-//  - D = rowsum(dO * O) in fp32 (the softmax-gradient correction term);
+//  - D = rowsum(dO * O) in fp32 (the softmax-gradient correction term), less
+//    the optional lse gradient: lse's derivative by a score is its P, so dS
+//    gains P * dlse, i.e. D - dlse in dS = P * (dP - D);
 //  - LSE converted to log2 units so the main kernel computes P with one exp2;
 //    rows with LSE = -inf (fully masked) and padding rows beyond seqlen_q get
 //    +inf, which makes every P of that row exactly 0;
@@ -26,6 +28,8 @@ struct PreprocessParams {
   int64_t dout_strides[3];
   const float* lse;
   int64_t lse_batch_stride, lse_head_stride;
+  const float* dlse;  // null: no lse gradient
+  int64_t dlse_batch_stride, dlse_head_stride;
   float* lse_log2;
   float* dpsum;
   float* dq_accum;
@@ -75,6 +79,7 @@ __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessPara
     // group size stay inside it (rows past seqlen_q contribute 0 in step).
     for (int offset = lanes_per_row / 2; offset > 0; offset /= 2) d += __shfl_xor_sync(0xffffffffu, d, offset);
     if (chunk == 0) {
+      if (p.dlse != nullptr && row < p.seqlen_q) d -= p.dlse[batch * p.dlse_batch_stride + head * p.dlse_head_stride + row];
       p.dpsum[bh * padded_rows + row] = d;
       p.lse_log2[bh * padded_rows + row] = lse_log2;
     }
@@ -97,6 +102,9 @@ void launch_backward_preprocess(const BackwardArgs& a, const host::BackwardWorks
   p.lse = a.lse.data;
   p.lse_batch_stride = a.lse.batch_stride;
   p.lse_head_stride = a.lse.head_stride;
+  p.dlse = a.dlse.data;
+  p.dlse_batch_stride = a.dlse.batch_stride;
+  p.dlse_head_stride = a.dlse.head_stride;
   p.lse_log2 = reinterpret_cast<float*>(base + w.lse_log2.offset);
   p.dpsum = reinterpret_cast<float*>(base + w.dpsum.offset);
   p.dq_accum = reinterpret_cast<float*>(base + w.dq_accum.offset);
@@ -114,6 +122,7 @@ void launch_backward_preprocess(const BackwardArgs& a, const host::BackwardWorks
     chunk.out = static_cast<const char*>(p.out) + first * a.out.batch_stride * 2;
     chunk.dout = static_cast<const char*>(p.dout) + first * a.dout.batch_stride * 2;
     chunk.lse = p.lse + first * a.lse.batch_stride;
+    if (chunk.dlse) chunk.dlse = p.dlse + first * a.dlse.batch_stride;
     chunk.lse_log2 = p.lse_log2 + rows_before;
     chunk.dpsum = p.dpsum + rows_before;
     chunk.dq_accum = p.dq_accum + rows_before * a.shape.head_dim;

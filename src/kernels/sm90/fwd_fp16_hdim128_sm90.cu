@@ -2,5 +2,5 @@
 #include "fwd_launch_template_sm90.cuh"
 
 namespace dash_attn::sm90 {
-template void run_forward_sm90<DType::kFP16, 128>(ForwardArgs const&, float, bool, cudaStream_t);
+template void run_forward_sm90<DType::kFP16, 128>(ForwardArgs const&, float, bool, int, cudaStream_t);
 }  // namespace dash_attn::sm90

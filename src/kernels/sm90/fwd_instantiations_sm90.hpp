@@ -24,10 +24,10 @@ namespace dash_attn::sm90 {
 int* forward_tile_counter(cudaStream_t stream);
 
 template <DType kDType, int kHeadDim>
-void run_forward_sm90(ForwardArgs const& args, float softmax_scale, bool causal, cudaStream_t stream);
+void run_forward_sm90(ForwardArgs const& args, float softmax_scale, bool causal, int sm_count, cudaStream_t stream);
 
 #define DASH_FWD_DECLARE(kDType, kHeadDim) \
-  extern template void run_forward_sm90<DType::kDType, kHeadDim>(ForwardArgs const&, float, bool, cudaStream_t);
+  extern template void run_forward_sm90<DType::kDType, kHeadDim>(ForwardArgs const&, float, bool, int, cudaStream_t);
 DASH_FWD_INSTANTIATIONS(DASH_FWD_DECLARE)
 #undef DASH_FWD_DECLARE
 

@@ -38,7 +38,7 @@ int* forward_tile_counter(cudaStream_t stream) {
   return counter;
 }
 
-void launch_forward(const ForwardArgs& args, float softmax_scale, bool causal, cudaStream_t stream) {
+void launch_forward(const ForwardArgs& args, float softmax_scale, bool causal, int sm_count, cudaStream_t stream) {
   // The row maximum is taken on raw scores and scaled afterwards, which is
   // only the maximum of the scaled scores when the scale is positive.
   if (!(softmax_scale > 0.0f))
@@ -46,7 +46,7 @@ void launch_forward(const ForwardArgs& args, float softmax_scale, bool causal, c
                                               std::to_string(softmax_scale));
 #define DASH_FWD_DISPATCH(kDType, kHeadDim)                                  \
   if (args.dtype == DType::kDType && args.shape.head_dim == kHeadDim) {         \
-    run_forward_sm90<DType::kDType, kHeadDim>(args, softmax_scale, causal, stream); \
+    run_forward_sm90<DType::kDType, kHeadDim>(args, softmax_scale, causal, sm_count, stream); \
     return;                                                                     \
   }
   DASH_FWD_INSTANTIATIONS(DASH_FWD_DISPATCH)

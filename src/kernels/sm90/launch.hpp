@@ -8,7 +8,11 @@
 
 namespace dash_attn::sm90 {
 
-void launch_forward(const ForwardArgs& args, float softmax_scale, bool causal, cudaStream_t stream);
+// SMs of the current device less sm_margin; throws kInvalidArgument naming
+// options.sm_margin when that leaves none.
+int usable_sm_count(const char* function, int sm_margin);
+
+void launch_forward(const ForwardArgs& args, float softmax_scale, bool causal, int sm_count, cudaStream_t stream);
 
 // D = rowsum(dO * O), LSE in log2 units, zero dQ accumulator and counters.
 void launch_backward_preprocess(const BackwardArgs& args, const host::BackwardWorkspace& workspace, cudaStream_t stream);
@@ -30,8 +34,8 @@ void launch_backward_main(const BackwardArgs& args, const host::BackwardWorkspac
 void launch_backward_postprocess(const BackwardArgs& args, const host::BackwardWorkspace& workspace,
                                  float softmax_scale, cudaStream_t stream);
 
-// CTAs of the main kernel that can be resident on the current device at once.
-int backward_main_capacity(const BackwardArgs& args);
+// CTAs of the main kernel that can be resident on sm_count SMs at once.
+int backward_main_capacity(const BackwardArgs& args, int sm_count);
 
 template <DType kDType, int kHeadDim>
 void launch_backward_main_instance(const BackwardArgs& args, const host::BackwardWorkspace& workspace,
