@@ -33,7 +33,9 @@ step() {  # step NAME SECONDS COMMAND...: a watchdog bounds every step
 steps=" ${DASH_STEPS:-tests sanitizer python bench peers e2e} "
 wanted() { [[ "$steps" == *" $1 "* ]]; }
 # The Python steps load this build's C ABI library through the package in the tree.
-package_env=(env PYTHONPATH="$here/python" DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so")
+# An exported PYTHONPATH (e.g. the peers' site from .peers/install.sh) is kept after it.
+package_env=(env PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}"
+             DASH_ATTN_LIBRARY="$(cd "$build" && pwd)/src/libdash_attn_capi.so")
 if wanted tests; then
   step gpu_tests "${DASH_TEST_LIMIT:-900}" "$build/tests/dash_gpu_tests" --gtest_filter="${DASH_TEST_FILTER:-*}"
 fi
@@ -57,7 +59,8 @@ fi
 # shape, so a watchdog stop keeps what was measured.
 if wanted peers && python3 -c 'import torch' 2>/dev/null; then
   step peers "${DASH_PEERS_LIMIT:-540}" "${package_env[@]}" \
-    python3 "$here/bench/peers.py" --json "$out/peers.json" --csv "$out/peers.csv" --commit "$commit" ${DASH_PEERS_ARGS:-}
+    python3 "$here/bench/peers.py" --json "$out/peers.json" --csv "$out/peers.csv" \
+    --latest-json "$out/latest_peers.json" --commit "$commit" ${DASH_PEERS_ARGS:-}
 fi
 if wanted e2e && python3 -c 'import torch' 2>/dev/null; then
   step e2e "${DASH_E2E_LIMIT:-240}" "${package_env[@]}" \

@@ -6,29 +6,53 @@ SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = ("torch.bfloat16", "torch.float16")
 SCHEDULES = ("atomic", "fa3", "descending", "shift", "symmetric_shift", "auto")
 
-# FlashAttention keyword arguments with the value that means "feature off".
-# Any other value asks for a feature dash_attn does not implement yet.
+# FlashAttention keyword arguments (FA2's and FA3's) with the value that means
+# "feature off". Any other value asks for a feature dash_attn does not have yet.
 UNSUPPORTED_FEATURES = {
     "dropout_p": 0.0,
     "window_size": (-1, -1),
     "softcap": 0.0,
     "alibi_slopes": None,
+    "qv": None,
+    "q_descale": None,
+    "k_descale": None,
+    "v_descale": None,
+    "attention_chunk": 0,
+}
+# FA3's performance hints: they never change the result, so any value is accepted.
+HINTS = ("pack_gqa", "num_splits")
+_EXPLANATIONS = {
+    # FA3 and FA4 take softmax_scale 4th; FA2's order (flash_attn_func here) takes dropout_p there.
+    "dropout_p": "attention dropout; if this is a softmax scale passed 4th in FA3's order, use "
+                 "dash_attn.flash_attn_interface.flash_attn_func or softmax_scale=",
 }
 
 
 def check_unsupported(function, **features):
     """Raise NotImplementedError naming every keyword set to an unsupported value."""
-    asked = [f"{name}={value!r}" for name, value in features.items()
-             if name not in UNSUPPORTED_FEATURES or not _is_off(name, value)]
+    asked = [f"{name}={_shown(value)}" + (f" ({_EXPLANATIONS[name]})" if name in _EXPLANATIONS else "")
+             for name, value in features.items() if name not in UNSUPPORTED_FEATURES or not _is_off(name, value)]
     if asked:
         raise NotImplementedError(f"dash_attn.{function}: not supported yet: {', '.join(asked)}")
 
 
+def _shown(value):
+    return f"<tensor of shape {tuple(value.shape)}>" if hasattr(value, "shape") else repr(value)
+
+
 def _is_off(name, value):
     off = UNSUPPORTED_FEATURES[name]
+    if off is None:
+        return value is None  # identity: a tensor compared with None is no boolean
     if isinstance(off, tuple):
         return tuple(value) == off
     return value == off
+
+
+def check_sm_margin(function, sm_margin):
+    if not isinstance(sm_margin, int) or isinstance(sm_margin, bool) or sm_margin < 0:
+        raise ValueError(f"dash_attn.{function}: argument 'sm_margin': expected an int >= 0 (SMs to leave to "
+                         f"other kernels), got {sm_margin!r}")
 
 
 def check_schedule(function, schedule):

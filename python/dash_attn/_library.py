@@ -10,7 +10,7 @@ import os
 import pathlib
 
 # The header's version; the library must report the same from dash_abi_version().
-DASH_ATTN_ABI_VERSION = 1
+DASH_ATTN_ABI_VERSION = 2
 
 DASH_DTYPE_BF16 = 0
 DASH_DTYPE_FP16 = 1
@@ -66,7 +66,8 @@ class Lse(ctypes.Structure):
 
 class Options(ctypes.Structure):
     _fields_ = [("causal", ctypes.c_int32), ("has_softmax_scale", ctypes.c_int32), ("softmax_scale", ctypes.c_float),
-                ("deterministic", ctypes.c_int32), ("schedule", ctypes.c_int32), ("max_ctas", ctypes.c_int32)]
+                ("deterministic", ctypes.c_int32), ("schedule", ctypes.c_int32), ("max_ctas", ctypes.c_int32),
+                ("sm_margin", ctypes.c_int32)]
 
 
 _library = None
@@ -92,7 +93,7 @@ def _load():
         ptr = ctypes.POINTER
         lib.dash_forward.argtypes = [ptr(Shape), ctypes.c_int32] + [ptr(Tensor)] * 4 + [ptr(Lse), ptr(Options),
                                                                                     ctypes.c_void_p]
-        lib.dash_backward.argtypes = ([ptr(Shape), ctypes.c_int32] + [ptr(Tensor)] * 5 + [ptr(Lse)] +
+        lib.dash_backward.argtypes = ([ptr(Shape), ctypes.c_int32] + [ptr(Tensor)] * 5 + [ptr(Lse)] * 2 +
                                       [ptr(Tensor)] * 3 + [ctypes.c_void_p, ctypes.c_size_t, ptr(Options),
                                                            ctypes.c_void_p])
         lib.dash_backward_workspace_size.argtypes = [ptr(Shape), ptr(Options), ptr(ctypes.c_size_t)]
@@ -124,12 +125,12 @@ def _raise_on_error(code):
         raise ERROR_EXCEPTIONS.get(code, RuntimeError)(message)
 
 
-def make_options(causal, softmax_scale, deterministic, schedule, max_ctas=0):
+def make_options(causal, softmax_scale, deterministic, schedule, max_ctas=0, sm_margin=0):
     if schedule not in SCHEDULE_CODES:
         raise ValueError(f"dash_attn: argument 'schedule': expected one of {', '.join(SCHEDULE_CODES)}, "
                          f"got {schedule!r}")
     return Options(int(causal), int(softmax_scale is not None), float(softmax_scale or 0.0), int(deterministic),
-                   SCHEDULE_CODES[schedule], max_ctas)
+                   SCHEDULE_CODES[schedule], max_ctas, sm_margin)
 
 
 def shape_of(q, k):
@@ -161,9 +162,11 @@ def backward_workspace_size(q, k, options):
     return size.value
 
 
-def backward(q, k, v, out, dout, lse, dq, dk, dv, workspace, options, stream):
+def backward(q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, options, stream):
+    """dlse: the gradient of lse (same layout) or None."""
     tensors = [ctypes.byref(tensor_of(t)) for t in (q, k, v, out, dout)]
     grads = [ctypes.byref(tensor_of(t)) for t in (dq, dk, dv)]
+    dlse_struct = ctypes.byref(lse_of(dlse)) if dlse is not None else None
     _raise_on_error(_load().dash_backward(ctypes.byref(shape_of(q, k)), dtype_code(q), *tensors,
-                                          ctypes.byref(lse_of(lse)), *grads, workspace.data_ptr(),
+                                          ctypes.byref(lse_of(lse)), dlse_struct, *grads, workspace.data_ptr(),
                                           workspace.numel(), ctypes.byref(options), stream))

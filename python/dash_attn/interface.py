@@ -1,49 +1,77 @@
-"""User-facing functions: FlashAttention's flash_attn_func and PyTorch's
-scaled_dot_product_attention, with dash_attn's deterministic backward."""
+"""User-facing functions in FlashAttention-2's argument order (flash_attn_func,
+its qkv/kv-packed forms) and PyTorch's scaled_dot_product_attention, with
+dash_attn's deterministic backward. FA3's order lives in flash_attn_interface."""
 
 import math
 
 import torch
 
 from . import ops
-from ._checks import check_qkv, check_unsupported, resolve_deterministic
+from ._checks import HINTS, check_qkv, check_sm_margin, check_unsupported, resolve_deterministic
 
-# FlashAttention-3 keywords and the value that means "not used".
-_FA3_DEFAULTS = {"qv": None, "q_descale": None, "k_descale": None, "v_descale": None, "attention_chunk": 0,
-                 "num_splits": 1, "pack_gqa": None, "sm_margin": 0}
-
-
-def _is_default(name, value):
-    default = _FA3_DEFAULTS[name]
-    # Identity for None: comparing a tensor with None is not a boolean.
-    return value is None if default is None else value == default
+# FlashAttention-3 keywords flash_attn_func accepts beside FA2's, with their "off" value.
+FA3_KEYWORDS = {"qv": None, "q_descale": None, "k_descale": None, "v_descale": None, "attention_chunk": 0,
+                "num_splits": 1, "pack_gqa": None, "sm_margin": 0}
 
 
-def _attention(function, q, k, v, softmax_scale, causal, deterministic, schedule):
+def attention(function, q, k, v, softmax_scale=None, causal=False, deterministic=True, schedule="auto", sm_margin=0,
+              **features):
+    """(out, lse) after every check; features are FlashAttention keywords that
+    must hold their "off" value (check_unsupported) or are hints (HINTS)."""
+    check_unsupported(function, **{name: value for name, value in features.items() if name not in HINTS})
     check_qkv(function, q, k, v)
+    check_sm_margin(function, sm_margin)
     deterministic, schedule = resolve_deterministic(function, deterministic, schedule,
                                                     torch.are_deterministic_algorithms_enabled())
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    return ops.fwd(q, k, v, float(scale), bool(causal), bool(deterministic), schedule)
+    return ops.fwd(q, k, v, float(scale), bool(causal), bool(deterministic), schedule, sm_margin)
+
+
+def fa3_keywords(function, kwargs):
+    unknown = set(kwargs) - set(FA3_KEYWORDS)
+    if unknown:
+        raise TypeError(f"dash_attn.{function}: unexpected keyword arguments {sorted(unknown)}")
+    return kwargs
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                    alibi_slopes=None, deterministic=True, return_attn_probs=False, *, schedule="auto", **kwargs):
-    """Drop-in for flash_attn.flash_attn_func (and FA3's flash_attn_interface):
-    q (batch, seqlen_q, heads_q, head_dim), k and v (batch, seqlen_k, heads_kv,
-    head_dim), bf16 or fp16 on an sm_90 GPU. Differences: deterministic
+                    alibi_slopes=None, deterministic=True, return_attn_probs=False, *, schedule="auto",
+                    return_lse=False, **kwargs):
+    """Drop-in for flash_attn.flash_attn_func (FA2's order; FA3's keywords
+    accepted): q (batch, seqlen_q, heads_q, head_dim), k and v (batch, seqlen_k,
+    heads_kv, head_dim), bf16 or fp16 on an sm_90 GPU. Differences: deterministic
     defaults to True, and schedule= picks the deterministic backward schedule
     ('auto', 'fa3', 'descending', 'shift', 'symmetric_shift'; 'atomic' with
-    deterministic=False). Returns out, or (out, softmax_lse, None) with
-    return_attn_probs=True."""
-    unknown = set(kwargs) - set(_FA3_DEFAULTS)
-    if unknown:
-        raise TypeError(f"dash_attn.flash_attn_func: unexpected keyword arguments {sorted(unknown)}")
-    check_unsupported("flash_attn_func", dropout_p=dropout_p, window_size=window_size, softcap=softcap,
-                      alibi_slopes=alibi_slopes,
-                      **{name: value for name, value in kwargs.items() if not _is_default(name, value)})
-    out, lse = _attention("flash_attn_func", q, k, v, softmax_scale, causal, deterministic, schedule)
+    deterministic=False). sm_margin= leaves SMs to other kernels; pack_gqa= and
+    num_splits= are accepted hints. Returns out; (out, lse, None) with
+    return_attn_probs=True (FA2); (out, lse) with return_lse=True (FA4). lse
+    carries a gradient."""
+    out, lse = attention("flash_attn_func", q, k, v, softmax_scale, causal, deterministic, schedule,
+                         dropout_p=dropout_p, window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,
+                         **fa3_keywords("flash_attn_func", kwargs))
+    if return_lse:
+        return out, lse
     return (out, lse, None) if return_attn_probs else out
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                              softcap=0.0, alibi_slopes=None, deterministic=True, return_attn_probs=False, *,
+                              schedule="auto", return_lse=False, **kwargs):
+    """FA2's packed form: qkv (batch, seqlen, 3, heads, head_dim). The kernels
+    read the three strided views in place; their gradients are stacked back."""
+    q, k, v = qkv.unbind(dim=2)
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                           deterministic, return_attn_probs, schedule=schedule, return_lse=return_lse, **kwargs)
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                             softcap=0.0, alibi_slopes=None, deterministic=True, return_attn_probs=False, *,
+                             schedule="auto", return_lse=False, **kwargs):
+    """FA2's packed form: q (batch, seqlen_q, heads_q, head_dim), kv (batch,
+    seqlen_k, 2, heads_kv, head_dim)."""
+    k, v = kv.unbind(dim=2)
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                           deterministic, return_attn_probs, schedule=schedule, return_lse=return_lse, **kwargs)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -55,7 +83,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if attn_mask is not None:
         raise NotImplementedError("dash_attn.scaled_dot_product_attention: attn_mask is not supported yet; "
                                   "use is_causal=True for causal masks")
-    check_unsupported("scaled_dot_product_attention", dropout_p=dropout_p)
     if is_causal and query.shape[-2] != key.shape[-2]:
         raise ValueError("dash_attn.scaled_dot_product_attention: is_causal with seqlen_q != seqlen_k: SDPA aligns "
                          "the mask top-left, dash_attn bottom-right; use flash_attn_func(causal=True) for the latter")
@@ -63,5 +90,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError("dash_attn.scaled_dot_product_attention: argument 'key': query has "
                          f"{query.shape[1]} heads and key {key.shape[1]}; pass enable_gqa=True for GQA/MQA")
     q, k, v = (t.transpose(1, 2) for t in (query, key, value))
-    out, _ = _attention("scaled_dot_product_attention", q, k, v, scale, is_causal, deterministic, schedule)
+    out, _ = attention("scaled_dot_product_attention", q, k, v, scale, is_causal, deterministic, schedule,
+                       dropout_p=dropout_p)
     return out.transpose(1, 2)

@@ -1,7 +1,9 @@
 """dash_attn's forward and backward as torch.library custom ops: opaque to
 torch.compile (fake implementations give shapes), autograd registered through
-the op, workspace from torch's caching allocator and the current stream used,
-so CUDA-graph capture works."""
+the op (gradients of out and of lse), workspace from torch's caching allocator
+and the current stream used, so CUDA-graph capture works."""
+
+from typing import Optional
 
 import torch
 
@@ -21,51 +23,58 @@ def _readable(t):
 
 @torch.library.custom_op("dash_attn::fwd", mutates_args=(), device_types="cuda")
 def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
-        deterministic: bool, schedule: str) -> tuple[torch.Tensor, torch.Tensor]:
+        deterministic: bool, schedule: str, sm_margin: int) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, v = (_readable(t) for t in (q, k, v))
     batch, seqlen_q, heads_q, _ = q.shape
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch, heads_q, seqlen_q), dtype=torch.float32, device=q.device)
-    options = _library.make_options(causal, softmax_scale, deterministic, schedule)
+    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin)
     _library.forward(q, k, v, out, lse, options, _stream(q.device))
     return out, lse
 
 
 @fwd.register_fake
-def _(q, k, v, softmax_scale, causal, deterministic, schedule):
+def _(q, k, v, softmax_scale, causal, deterministic, schedule, sm_margin):
     batch, seqlen_q, heads_q, _ = q.shape
     return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(
         (batch, heads_q, seqlen_q), dtype=torch.float32)
 
 
 @torch.library.custom_op("dash_attn::bwd", mutates_args=(), device_types="cuda")
-def bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-        softmax_scale: float, causal: bool, deterministic: bool,
-        schedule: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def bwd(dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+        out: torch.Tensor, lse: torch.Tensor, softmax_scale: float, causal: bool, deterministic: bool, schedule: str,
+        sm_margin: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dlse: the gradient of lse, or None when lse was not used."""
     dout, q, k, v = (_readable(t) for t in (dout, q, k, v))
+    if dlse is not None:
+        dlse = dlse.contiguous()
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
-    options = _library.make_options(causal, softmax_scale, deterministic, schedule)
+    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin)
     workspace = torch.empty(_library.backward_workspace_size(q, k, options), dtype=torch.uint8, device=q.device)
-    _library.backward(q, k, v, out, dout, lse, dq, dk, dv, workspace, options, _stream(q.device))
+    _library.backward(q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, options, _stream(q.device))
     return dq, dk, dv
 
 
 @bwd.register_fake
-def _(dout, q, k, v, out, lse, softmax_scale, causal, deterministic, schedule):
+def _(dout, dlse, q, k, v, out, lse, softmax_scale, causal, deterministic, schedule, sm_margin):
     return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, softmax_scale, causal, deterministic, schedule = inputs
+    q, k, v, softmax_scale, causal, deterministic, schedule, sm_margin = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
-    ctx.settings = (softmax_scale, causal, deterministic, schedule)
+    ctx.settings = (softmax_scale, causal, deterministic, schedule, sm_margin)
+    # An unused output's gradient arrives as None, not as zeros to read.
+    ctx.set_materialize_grads(False)
 
 
-def _backward(ctx, dout, _dlse):
+def _backward(ctx, dout, dlse):
     q, k, v, out, lse = ctx.saved_tensors
-    dq, dk, dv = bwd(dout, q, k, v, out, lse, *ctx.settings)
-    return dq, dk, dv, None, None, None, None
+    if dout is None:  # only lse was used
+        dout = torch.zeros_like(out)
+    dq, dk, dv = bwd(dout, dlse, q, k, v, out, lse, *ctx.settings)
+    return dq, dk, dv, None, None, None, None, None
 
 
 fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -1,6 +1,8 @@
 """The PyTorch package on an sm_90 GPU: accuracy against SDPA in fp64,
 custom-op contracts, torch.compile, CUDA graphs, bitwise reproducible
 training steps and the transformers integration. Skipped elsewhere."""
+import threading
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -70,11 +72,12 @@ def test_sdpa_layout_entry_point():
 
 def test_custom_ops_pass_opcheck():
     q, k, v = inputs(1, 128, 128, 2, 2, 64)
-    torch.library.opcheck(ops.fwd, (q, k, v, 0.125, True, True, "auto"))
+    torch.library.opcheck(ops.fwd, (q, k, v, 0.125, True, True, "auto", 0))
     # bwd is the backward formula itself (it has none of its own): check it on plain tensors.
     q, k, v = (t.detach() for t in (q, k, v))
-    out, lse = ops.fwd(q, k, v, 0.125, True, True, "auto")
-    torch.library.opcheck(ops.bwd, (torch.randn_like(out), q, k, v, out, lse, 0.125, True, True, "auto"))
+    out, lse = ops.fwd(q, k, v, 0.125, True, True, "auto", 0)
+    for dlse in (None, torch.randn_like(lse)):
+        torch.library.opcheck(ops.bwd, (torch.randn_like(out), dlse, q, k, v, out, lse, 0.125, True, True, "auto", 0))
 
 
 def test_torch_compile_fullgraph():
@@ -173,3 +176,105 @@ def test_transformers_logits_match_sdpa(config_name, options, autocast):
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
         logits, expected = model(input_ids=ids).logits, reference_model(input_ids=ids).logits
     assert (logits.float() - expected.float()).abs().max().item() < 5e-2
+
+
+def test_fresh_thread_beside_a_busy_stream_gives_the_same_bits():
+    """A forward and backward from a thread that never used CUDA while another
+    thread runs matmuls on its own stream: on 2026-12-01 (385d331) the forward's
+    TMA descriptors failed there and the launch killed the CUDA context."""
+    q, k, v = inputs(2, 700, 700, 4, 2, 128, seed=5)
+    dout = torch.randn_like(q)
+
+    def step():
+        out = dash_attn.flash_attn_func(q, k, v, causal=True)
+        return (out, *torch.autograd.grad(out, (q, k, v), dout))
+
+    reference = step()
+    stop, results = threading.Event(), {}
+
+    def busy():
+        stream, a = torch.cuda.Stream(), torch.randn(2048, 2048, device="cuda")
+        with torch.cuda.stream(stream):
+            while not stop.is_set():
+                a = (a @ a).tanh()
+                stream.synchronize()
+
+    def fresh():
+        try:
+            results["value"] = step()
+        except Exception as error:  # reported below, on the test's thread
+            results["error"] = error
+
+    busy_thread, fresh_thread = threading.Thread(target=busy), threading.Thread(target=fresh)
+    busy_thread.start()
+    fresh_thread.start()
+    fresh_thread.join()
+    stop.set()
+    busy_thread.join()
+    assert "error" not in results, results.get("error")
+    torch.cuda.synchronize()
+    for name, expected, actual in zip(("out", "dq", "dk", "dv"), reference, results["value"]):
+        assert torch.equal(expected, actual), name
+
+
+def reference_with_lse(q, k, v, causal):
+    """fp64 out and natural-log lse of the scaled scores, (batch, heads, seqlen) lse."""
+    qt, kt, vt = (t.detach().double().transpose(1, 2).requires_grad_() for t in (q, k, v))
+    groups = q.shape[2] // k.shape[2]
+    kt_full, vt_full = (t.repeat_interleave(groups, dim=1) for t in (kt, vt))
+    scores = qt @ kt_full.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        rows = torch.arange(q.shape[1], device=q.device)[:, None]
+        cols = torch.arange(k.shape[1], device=q.device)[None, :]
+        scores = scores.masked_fill(cols > rows + k.shape[1] - q.shape[1], float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    out = (torch.softmax(scores, dim=-1) @ vt_full).transpose(1, 2)
+    return out, lse, (qt, kt, vt)
+
+
+@pytest.mark.parametrize("use_out", [True, False])
+@pytest.mark.parametrize("shape, causal", [((2, 200, 200, 4, 2, 128), True), ((1, 130, 260, 2, 1, 64), False)])
+def test_lse_carries_its_gradient(shape, causal, use_out):
+    """Ring attention merges partial results through lse, so its gradient must
+    reach q and k: checked against fp64 autograd, with and without out's."""
+    q, k, v = inputs(*shape, seed=3)
+    out, lse = dash_attn.flash_attn_func(q, k, v, causal=causal, return_lse=True)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    loss = (lse * dlse).sum() + ((out.float() * dout.float()).sum() if use_out else 0)
+    grads = torch.autograd.grad(loss, (q, k, v), allow_unused=True)
+    exact_out, exact_lse, leaves = reference_with_lse(q, k, v, causal)
+    assert max_error(lse, exact_lse) < 1e-2
+    exact_loss = (exact_lse * dlse.double()).sum() + ((exact_out * dout.double()).sum() if use_out else 0)
+    exact = torch.autograd.grad(exact_loss, leaves, allow_unused=True)
+    for name, g, e in zip("qkv", grads, exact):
+        e = torch.zeros_like(g, dtype=torch.float64) if e is None else e.transpose(1, 2)
+        g = torch.zeros_like(e) if g is None else g
+        scale = e.abs().max().item() + 1e-6
+        assert max_error(g, e) / scale < 2e-2, name
+
+
+def test_sm_margin_leaves_bits_unchanged_and_is_checked():
+    q, k, v = inputs(2, 512, 512, 4, 2, 128, seed=9)
+    dout = torch.randn_like(q)
+    runs = []
+    for margin in (0, 100):
+        out = dash_attn.flash_attn_func(q, k, v, causal=True, sm_margin=margin, schedule="fa3")
+        runs.append((out, *torch.autograd.grad(out, (q, k, v), dout)))
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    with pytest.raises(ValueError, match="options.sm_margin"):
+        dash_attn.flash_attn_func(q, k, v, sm_margin=sms)
+
+
+def test_fa3_interface_matches_flash_attn_func():
+    from dash_attn import flash_attn_interface
+    q, k, v = inputs(2, 256, 256, 4, 2, 128, seed=4)
+    out, lse = flash_attn_interface.flash_attn_func(q, k, v, 0.1, True, return_attn_probs=True, pack_gqa=True)
+    expected, expected_lse = dash_attn.flash_attn_func(q, k, v, softmax_scale=0.1, causal=True, return_lse=True)
+    assert torch.equal(out, expected) and torch.equal(lse, expected_lse)
+    qkv = torch.stack((q, q, q), dim=2).detach().requires_grad_()
+    packed = dash_attn.flash_attn_qkvpacked_func(qkv, causal=True)
+    packed.backward(torch.ones_like(packed))
+    assert torch.equal(packed, dash_attn.flash_attn_func(q, q, q, causal=True))
+    assert qkv.grad is not None and torch.isfinite(qkv.grad).all()
