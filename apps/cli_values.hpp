@@ -1,13 +1,20 @@
-// Command-line values shared by dash-bench and dash-model; each caller words
-// its own error (dash-bench throws a usage error, dash-model exits).
+// Command-line values shared by dash-bench and dash-model, and the error both
+// throw for a malformed command line; each caller words its own messages.
 #pragma once
 
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace dash_attn::cli {
+
+// A malformed command line; the message names the option and what it expects.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
 
 // The whole of `text` as an integer in [min, 2^30], or nothing.
 inline std::optional<int> parse_int(const std::string& text, int min) {

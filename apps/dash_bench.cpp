@@ -21,6 +21,7 @@
 #include "bench/options.hpp"
 #include "bench/report.hpp"
 #include "bench/repro.hpp"
+#include "bench/result_files.hpp"
 #include "bench/timing.hpp"
 #include "bench/verify.hpp"
 #include "bench/wgmma_ceiling.hpp"
@@ -154,6 +155,12 @@ class CaseRunner {
   std::string forward_error_ = "forward not run";
 };
 
+// On stderr, so the table on stdout and the result files stay as they were.
+void report_progress(std::size_t index, std::size_t total, const BenchCase& c) {
+  std::fputs(progress_line(index + 1, total, c).c_str(), stderr);
+  std::fflush(stderr);
+}
+
 void save_results(const BenchOptions& o, const RunInfo& info, const std::vector<Row>& rows) {
   if (!o.json_path.empty()) save_json(o.json_path, info, rows);
   if (!o.csv_path.empty()) save_csv(o.csv_path, info, rows);
@@ -168,7 +175,10 @@ int run_model(const BenchOptions& o, RunInfo& info, const std::string& reason) {
   std::fputs(table_header().c_str(), stdout);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   std::vector<Row> rows;
-  for (const BenchCase& c : bench_cases(o)) {
+  const std::vector<BenchCase> cases = bench_cases(o);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const BenchCase& c = cases[i];
+    report_progress(i, cases.size(), c);
     for (const Row& r : model_rows(o, c, threads)) {
       rows.push_back(r);
       std::fputs(table_row(r, 0).c_str(), stdout);
@@ -196,7 +206,10 @@ int run_gpu(const BenchOptions& o, RunInfo& info) {
   }
   std::fputs(table_header().c_str(), stdout);
   std::vector<Row> rows;
-  for (const BenchCase& c : bench_cases(o)) {
+  const std::vector<BenchCase> cases = bench_cases(o);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const BenchCase& c = cases[i];
+    report_progress(i, cases.size(), c);
     CaseRunner(o, c, info, rows).run();
     save_results(o, info, rows);  // rewritten after each case: a stopped run keeps what it measured
   }
@@ -216,7 +229,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.help) {
-    std::fputs(usage_text(), stdout);
+    std::fputs(usage_text().c_str(), stdout);
     return 0;
   }
   RunInfo info;

@@ -1,21 +1,22 @@
 // dash-model: the modeled makespan of every backward schedule for a shape, a
 // worker count and a cost model, as a table, JSON or a Gantt chart (SVG).
 // See docs/schedules.md for what the numbers mean.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dash_attn/schedule/resolve.hpp"
 #include "dash_attn/tile_config.hpp"
-#include "cli_values.hpp"
 #include "dash_model_calibrate.hpp"
+#include "model_options.hpp"
 #include "evaluate.hpp"
 #include "gantt_svg.hpp"
 #include "optimum.hpp"
@@ -27,161 +28,11 @@ using dash_attn::ScheduleKind;
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: dash-model [options]
-Models the deterministic attention backward: makespan of each schedule on W
-workers, the lower bound, idle time per worker, deadlocks.
-
-problem:
-  --batch B            sequences (1)
-  --heads H            query heads (16)
-  --heads-kv H         key/value heads, divides --heads (= --heads)
-  --seqlen L           seqlen_q = seqlen_k = L (4096)
-  --seqlen-q L, --seqlen-k L
-  --seqlens-q L1,L2,.. --seqlens-k L1,L2,..  varlen: one length per sequence
-  --head-dim D         picks the backward tiles (128 -> 64x128)
-  --block-m M --block-n N   tiles, overriding --head-dim
-  --causal             bottom-right aligned causal mask
-machine:
-  --workers W          resident workers (CTAs) (132)
-  --assign dynamic|static   claim counter (the kernel) or item w + k*W (dynamic)
-cost model (any unit; see docs/schedules.md):
-  --c X --c-masked X --r X --s X --prologue X --epilogue X --r-dkv X
-  --overlap            dQ adds overlap the next compute (FA3's writer warp)
-  --dq-writers N       with --overlap: N dQ stages, one writer each (the kernel: 2)
-  --drain              with --overlap: a chain starts after every writer finished
-                       (the kernel's CTA barrier between chains)
-schedules and output:
-  --schedules a,b,..   from atomic,fa3,descending,shift,symmetric_shift,auto
-  --paper N M          the paper's setting: N workers = N KV tiles = N Q tiles,
-                       M heads, uniform c and r, s = 0, serial, static
-  --optimum            also the exact optimum (small problems only)
-  --svg FILE           Gantt chart of the schedules
-  --json               one JSON object per schedule instead of the table
-calibration:
-  --calibrate FILE     fit c, c_masked, r, s and the per-chain cost to the
-                       backward rows of a dash-bench --json file (per head
-                       dim, standard grid shapes, the file's SM count) and
-                       print measured vs modeled times as Markdown
-)";
-
-struct Options {
-  int batch = 1, heads = 16, heads_kv = 0, seqlen_q = 4096, seqlen_k = 4096, head_dim = 128;
-  int block_m = 0, block_n = 0, workers = 132;
-  std::vector<int> seqlens_q, seqlens_k;
-  bool causal = false, json = false, optimum = false;
-  dm::Assignment assignment = dm::Assignment::kDynamic;
-  dm::CostModel cost;
-  std::optional<std::pair<int, int>> paper;
-  std::vector<ScheduleKind> schedules;
-  std::string svg;
-};
+using dash_attn::model_cli::ModelOptions;
 
 [[noreturn]] void fail(const std::string& message) {
   std::cerr << "dash-model: " << message << "\n(run dash-model --help for the options)\n";
   std::exit(2);
-}
-
-int parse_int(const std::string& flag, const std::string& text, int min) {
-  const std::optional<int> value = dash_attn::cli::parse_int(text, min);
-  if (!value) fail(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return *value;
-}
-
-double parse_cost(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  double value = -1;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(value >= 0)) fail(flag + " expects a number >= 0, got '" + text + "'");
-  return value;
-}
-
-std::vector<std::string> split(const std::string& text) { return dash_attn::cli::split_commas(text); }
-
-Options parse(int argc, char** argv) {
-  Options o;
-  std::set<std::string> costs_given;  // cost flags --paper does not allow
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(flag + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (flag == "--batch") o.batch = parse_int(flag, value(), 1);
-    else if (flag == "--heads") o.heads = parse_int(flag, value(), 1);
-    else if (flag == "--heads-kv") o.heads_kv = parse_int(flag, value(), 1);
-    else if (flag == "--seqlen") o.seqlen_q = o.seqlen_k = parse_int(flag, value(), 1);
-    else if (flag == "--seqlen-q") o.seqlen_q = parse_int(flag, value(), 1);
-    else if (flag == "--seqlen-k") o.seqlen_k = parse_int(flag, value(), 1);
-    else if (flag == "--seqlens-q" || flag == "--seqlens-k") {
-      auto& list = flag == "--seqlens-q" ? o.seqlens_q : o.seqlens_k;
-      for (const std::string& part : split(value())) list.push_back(parse_int(flag, part, 0));
-    } else if (flag == "--head-dim") {
-      o.head_dim = parse_int(flag, value(), 1);
-      if (!dash_attn::is_supported_head_dim(o.head_dim)) fail("--head-dim must be 64, 128 or 256");
-    } else if (flag == "--block-m") o.block_m = parse_int(flag, value(), 1);
-    else if (flag == "--block-n") o.block_n = parse_int(flag, value(), 1);
-    else if (flag == "--causal") o.causal = true;
-    else if (flag == "--workers") o.workers = parse_int(flag, value(), 1);
-    else if (flag == "--assign") {
-      const std::string v = value();
-      if (v == "dynamic") o.assignment = dm::Assignment::kDynamic;
-      else if (v == "static") o.assignment = dm::Assignment::kStatic;
-      else fail("--assign expects dynamic or static, got '" + v + "'");
-    } else if (flag == "--c") o.cost.compute = parse_cost(flag, value());
-    else if (flag == "--c-masked") o.cost.compute_masked = parse_cost(flag, value()), costs_given.insert(flag);
-    else if (flag == "--r") o.cost.reduce = parse_cost(flag, value());
-    else if (flag == "--s") o.cost.handoff = parse_cost(flag, value()), costs_given.insert(flag);
-    else if (flag == "--prologue") o.cost.prologue = parse_cost(flag, value()), costs_given.insert(flag);
-    else if (flag == "--epilogue") o.cost.epilogue = parse_cost(flag, value()), costs_given.insert(flag);
-    else if (flag == "--r-dkv") o.cost.reduce_dkv = parse_cost(flag, value());
-    else if (flag == "--overlap") o.cost.overlap_reduce = true, costs_given.insert(flag);
-    else if (flag == "--dq-writers") {
-      o.cost.dq_writers = parse_int(flag, value(), 1), costs_given.insert(flag);
-      if (o.cost.dq_writers > dm::CostModel::kMaxDqWriters)
-        fail("--dq-writers expects at most " + std::to_string(dm::CostModel::kMaxDqWriters) + ", got " + std::to_string(o.cost.dq_writers));
-    }
-    else if (flag == "--drain") o.cost.drain_between_chains = true, costs_given.insert(flag);
-    else if (flag == "--schedules") {
-      for (const std::string& name : split(value())) {
-        const auto kind = dash_attn::parse_schedule_kind(name);
-        if (!kind) fail("unknown schedule '" + name + "' (atomic, fa3, descending, shift, symmetric_shift, auto)");
-        o.schedules.push_back(*kind);
-      }
-    } else if (flag == "--paper") {
-      const int n = parse_int(flag, value(), 1);
-      const int m = parse_int(flag, value(), 1);
-      o.paper = std::make_pair(n, m);
-    } else if (flag == "--optimum") o.optimum = true;
-    else if (flag == "--svg") o.svg = value();
-    else if (flag == "--json") o.json = true;
-    else fail("unknown option '" + flag + "'");
-  }
-  if (o.heads_kv == 0) o.heads_kv = o.heads;
-  if (o.heads % o.heads_kv != 0) fail("--heads-kv must divide --heads");
-  if (!o.seqlens_q.empty() || !o.seqlens_k.empty()) {
-    if (o.seqlens_q.empty()) o.seqlens_q = o.seqlens_k;
-    if (o.seqlens_k.empty()) o.seqlens_k = o.seqlens_q;
-    if (o.seqlens_q.size() != o.seqlens_k.size()) fail("--seqlens-q and --seqlens-k need one length per sequence each");
-    o.batch = static_cast<int>(o.seqlens_q.size());
-  }
-  if (o.paper) {
-    if (!costs_given.empty())
-      fail("--paper fixes the cost model (uniform c, s = 0, no prologue/epilogue, serial); only --c and --r apply");
-    if (o.cost.compute <= 0) fail("--paper needs --c > 0");
-  }
-  if (costs_given.count("--c-masked") == 0) o.cost.compute_masked = o.cost.compute;
-  if (o.schedules.empty()) {
-    o.schedules = {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending,
-                   o.causal ? ScheduleKind::kSymmetricShift : ScheduleKind::kShift, ScheduleKind::kAuto};
-  }
-  return o;
 }
 
 std::vector<int> prefix_sums(const std::vector<int>& lengths) {
@@ -196,16 +47,22 @@ std::string fmt(double v) {
   return buf;
 }
 
-std::string json_string(std::string_view s) { return "\"" + std::string(s) + "\""; }
+double decimals3(double v) { return std::round(v * 1000) / 1000; }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "--calibrate") {
-    if (argc != 3) fail("--calibrate takes one file and no other option");
-    return run_calibration(argv[2]);
+  ModelOptions o;
+  try {
+    o = dash_attn::model_cli::parse_model_options(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const dash_attn::cli::UsageError& e) {
+    fail(e.what());
   }
-  Options o = parse(argc, argv);
+  if (o.help) {
+    std::cout << dash_attn::model_cli::model_usage_text();
+    return 0;
+  }
+  if (!o.calibrate.empty()) return run_calibration(o.calibrate);
   ds::TileProblem problem;
   std::vector<int> cu_q, cu_k;
   if (o.paper) {
@@ -248,23 +105,26 @@ int main(int argc, char** argv) {
   }
 
   if (o.json) {
+    // One object per schedule and line; numbers to 3 decimals as the table prints them.
     std::cout << "[\n";
     for (std::size_t i = 0; i < results.size(); ++i) {
       const dm::Evaluation& e = results[i];
-      std::cout << "  {\"schedule\": " << json_string(dash_attn::to_string(e.requested))
-                << ", \"runs_as\": " << json_string(dash_attn::to_string(e.trace.kind))
-                << ", \"makespan\": " << (e.sim.deadlock ? "null" : fmt(e.sim.makespan))
-                << ", \"lower_bound\": " << fmt(e.bound.value)
-                << ", \"critical_path\": " << (e.sim.deadlock ? "null" : fmt(e.path.length))
-                << ", \"critical_path_reduce\": " << fmt(e.path.reduce) << ", \"critical_path_handoff\": " << fmt(e.path.handoff)
-                << ", \"deadlock\": " << (e.sim.deadlock ? "true" : "false")
-                << ", \"required_coresidency\": " << e.trace.coresidency << ", \"workers\": " << o.workers
-                << ", \"idle_per_worker\": [";
-      for (std::size_t w = 0; w < e.sim.busy.size(); ++w)
-        std::cout << (w ? ", " : "") << fmt(e.sim.makespan > 0 ? 1.0 - e.sim.busy[w] / e.sim.makespan : 0.0);
-      std::cout << "]";
-      if (optimum) std::cout << ", \"optimum\": " << fmt(optimum->makespan) << ", \"optimum_proven\": " << (optimum->proven ? "true" : "false");
-      std::cout << "}" << (i + 1 < results.size() ? "," : "") << "\n";
+      nlohmann::ordered_json j;
+      j["schedule"] = std::string(dash_attn::to_string(e.requested));
+      j["runs_as"] = std::string(dash_attn::to_string(e.trace.kind));
+      j["makespan"] = e.sim.deadlock ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(decimals3(e.sim.makespan));
+      j["lower_bound"] = decimals3(e.bound.value);
+      j["critical_path"] = e.sim.deadlock ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(decimals3(e.path.length));
+      j["critical_path_reduce"] = decimals3(e.path.reduce);
+      j["critical_path_handoff"] = decimals3(e.path.handoff);
+      j["deadlock"] = e.sim.deadlock;
+      j["required_coresidency"] = e.trace.coresidency;
+      j["workers"] = o.workers;
+      j["idle_per_worker"] = nlohmann::ordered_json::array();
+      for (const double busy : e.sim.busy)
+        j["idle_per_worker"].push_back(decimals3(e.sim.makespan > 0 ? 1.0 - busy / e.sim.makespan : 0.0));
+      if (optimum) j["optimum"] = decimals3(optimum->makespan), j["optimum_proven"] = optimum->proven;
+      std::cout << "  " << j.dump() << (i + 1 < results.size() ? "," : "") << "\n";
     }
     std::cout << "]\n";
   } else {

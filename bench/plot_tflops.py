@@ -4,8 +4,13 @@ and DASH papers draw it: every implementation of a peers JSON
 peers JSON), and FA3's anchors (measured once, drawn dashed and labelled so).
 
     python3 bench/plot_tflops.py DASH_BENCH.json|- PEERS.json OUT.svg   (needs matplotlib)
+
+Every series has its own colour, whatever their number. An input that should
+give dash_attn's lines (the dash-bench JSON, or the peers JSON without one)
+but has no dash_attn row of the standard grid is an error naming the file.
 """
 import argparse
+import colorsys
 import json
 import pathlib
 import sys
@@ -15,6 +20,66 @@ import peer_rows  # noqa: E402
 from peer_rows import SEQLENS, series  # noqa: E402
 
 CONFIGS = [(h, m) for h in (64, 128) for m in ("full", "causal")]
+
+# Matplotlib's default colour cycle (tab10) for the first ten series.
+BASE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+               "#17becf")
+
+
+def _extra_color(step):
+    """The step-th candidate colour after tab10: hue stepped by the golden
+    ratio, lightness and saturation by other irrational steps, so the
+    candidates spread over the space and never run out."""
+    def fraction(x):
+        return x - int(x)
+    hue = fraction(0.07 + step * 0.6180339887498949)
+    lightness = 0.3 + 0.35 * fraction(step * 0.4142135623730951)
+    saturation = 0.5 + 0.45 * fraction(step * 0.7320508075688772)
+    return tuple(round(c * 255) for c in colorsys.hls_to_rgb(hue, lightness, saturation))
+
+
+def _distance(a, b):
+    """Squared 'redmean' distance: RGB weighted roughly as the eye sees it."""
+    mean_red = (a[0] + b[0]) / 2
+    dr, dg, db = a[0] - b[0], a[1] - b[1], a[2] - b[2]
+    return (2 + mean_red / 256) * dr * dr + 4 * dg * dg + (2 + (255 - mean_red) / 256) * db * db
+
+
+def series_colors(labels):
+    """{label: '#rrggbb'}, a different colour for each distinct label (in
+    first-seen order): tab10 first; each further series takes, of a pool of
+    distinct candidates, the one farthest from every colour already used, so
+    an eleventh series does not look like one of the first ten."""
+    labels = list(dict.fromkeys(labels))
+    taken = [tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in BASE_COLORS[:len(labels)]]
+    extra = len(labels) - len(taken)
+    if extra > 0:
+        pool, step = {}, 0
+        while len(pool) < max(256, 4 * extra):
+            color = _extra_color(step)
+            step += 1
+            if color not in taken:
+                pool[color] = min(_distance(color, t) for t in taken)
+        for _ in range(extra):
+            chosen = max(pool, key=pool.get)
+            del pool[chosen]
+            taken.append(chosen)
+            for color in pool:
+                pool[color] = min(pool[color], _distance(color, chosen))
+    return {label: "#{:02x}{:02x}{:02x}".format(*rgb) for label, rgb in zip(labels, taken)}
+
+
+class InputError(ValueError):
+    """An input file the plot cannot use; the message names the file."""
+
+
+def require_dash_rows(rows, path, what):
+    """Raises InputError when `rows` (a file's rows, standard grid only) has
+    no ok dash_attn row: its lines would silently be missing from the plot."""
+    if not any(r.get("impl") == peer_rows.DASH and peer_rows.is_ok(r) for r in rows):
+        impls = sorted({str(r.get("impl")) for r in rows})
+        raise InputError(f"{path}: no dash_attn row with status ok on the standard grid (16k tokens, hidden 2048) in "
+                         f"this {what}; rows found: {len(rows)}, impls: {', '.join(impls) or 'none'}")
 
 
 def panels(ours, peers, anchors):
@@ -28,10 +93,12 @@ def panels(ours, peers, anchors):
             if ours:
                 shape = {"pass": pass_, "head_dim": head_dim, "mask": mask}
                 if pass_ == "fwd":
-                    lines.append(("dash_attn", series(ours["rows"], **shape), "dash"))
+                    lines.append(("dash_attn", series(ours["rows"], impl=peer_rows.DASH, **shape), "dash"))
                 else:
-                    lines += [("dash_attn atomic", series(ours["rows"], schedule="atomic", **shape), "dash"),
-                              ("dash_attn det. (auto)", series(ours["rows"], schedule="auto", **shape), "dash")]
+                    lines += [("dash_attn atomic", series(ours["rows"], impl=peer_rows.DASH, schedule="atomic", **shape),
+                               "dash"),
+                              ("dash_attn det. (auto)", series(ours["rows"], impl=peer_rows.DASH, schedule="auto",
+                                                               **shape), "dash")]
             for impl, deterministic in peer_rows.variants_in(peers["rows"], pass_):
                 if impl == peer_rows.DASH and ours:
                     continue  # dash-bench's own numbers are drawn instead
@@ -62,9 +129,7 @@ def plot(figure_panels, out_path, title):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = list(dict.fromkeys(label for p in figure_panels for label, _, _ in p["lines"]))
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colors = {label: cycle[i % len(cycle)] for i, label in enumerate(labels)}
+    colors = series_colors(label for p in figure_panels for label, _, _ in p["lines"])
     styles = {"dash": dict(linestyle="-", marker="o", linewidth=2.2), "peer": dict(linestyle=":", marker="."),
               "anchor": dict(linestyle="--", marker="s", markersize=4)}
     columns = len(CONFIGS)
@@ -100,10 +165,16 @@ def main(argv=None):
     parser.add_argument("--anchors", default=str(pathlib.Path(__file__).with_name("fa3_anchors.json")),
                         help="FA3 anchors JSON, or - for none")
     args = parser.parse_args(argv)
-    ours = None if args.dash_bench == "-" else json.load(open(args.dash_bench))
-    if ours:
-        ours["rows"] = peer_rows.standard_grid_rows(ours["rows"])
-    peers = peer_rows.load_peers(json.load(open(args.peers)))
+    try:
+        ours = None if args.dash_bench == "-" else json.load(open(args.dash_bench))
+        if ours:
+            ours["rows"] = peer_rows.standard_grid_rows(ours["rows"])
+            require_dash_rows(ours["rows"], args.dash_bench, "dash-bench file")
+        peers = peer_rows.load_peers(json.load(open(args.peers)))
+        if not ours:  # dash_attn's lines come from the peers file then
+            require_dash_rows(peer_rows.standard_grid_rows(peers["rows"]), args.peers, "peers file")
+    except InputError as error:
+        sys.exit(f"plot_tflops.py: {error}")
     anchors = None if args.anchors == "-" else json.load(open(args.anchors))
     source = f"dash_attn {ours['commit']}" if ours else f"commit {peers.get('commit', '-')}"
     plot(panels(ours, peers, anchors), args.out,

@@ -1,169 +1,135 @@
 #include "bench_json.hpp"
 
-#include <cctype>
-#include <cstdlib>
-#include <map>
+#include <algorithm>
+#include <istream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <streambuf>
 
 namespace dash_attn::model {
 namespace {
 
-// A scalar of a flat object: strings keep their text, numbers and literals
-// keep their spelling (converted where a field is read).
-struct Scalar {
-  bool is_string = false;
-  std::string text;
-  int line = 0;
-};
-using Object = std::map<std::string, Scalar>;
+using Json = nlohmann::json;
 
-class Scanner {
+[[noreturn]] void fail(int line, const std::string& what) {
+  throw std::invalid_argument("line " + std::to_string(line) + ": " + what);
+}
+
+// The text as a stream that tells how much of it the parser has read, so an
+// error found after parsing (a bad field) still names the line of its row.
+class CountingBuffer : public std::streambuf {
  public:
-  explicit Scanner(const std::string& text) : text_(text) {}
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::invalid_argument("line " + std::to_string(line_) + ": " + what);
+  explicit CountingBuffer(const std::string& text) {
+    char* begin = const_cast<char*>(text.data());  // read only: a streambuf's get area is char*
+    setg(begin, begin, begin + text.size());
   }
-
-  void skip_space() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) {
-      if (text_[pos_] == '\n') ++line_;
-      ++pos_;
-    }
-  }
-  bool peek(char c) {
-    skip_space();
-    return pos_ < text_.size() && text_[pos_] == c;
-  }
-  void expect(char c) {
-    if (!peek(c)) fail(std::string("expected '") + c + "'" + (pos_ < text_.size() ? "" : " before the end of the file"));
-    ++pos_;
-  }
-  bool at_end() {
-    skip_space();
-    return pos_ == text_.size();
-  }
-  int line() const { return line_; }
-
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (pos_ < text_.size() && text_[pos_] != '"') {
-      if (text_[pos_] == '\n') fail("unterminated string");
-      if (text_[pos_] == '\\' && pos_ + 1 < text_.size()) ++pos_;  // dash-bench escapes only quotes and backslashes
-      out += text_[pos_++];
-    }
-    if (pos_ == text_.size()) fail("unterminated string");
-    ++pos_;
-    return out;
-  }
-
-  Scalar scalar() {
-    skip_space();
-    Scalar s;
-    s.line = line_;
-    if (peek('"')) {
-      s.is_string = true;
-      s.text = string();
-      return s;
-    }
-    const std::size_t begin = pos_;
-    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '-' ||
-                                   text_[pos_] == '+' || text_[pos_] == '.'))
-      ++pos_;
-    if (pos_ == begin) fail("expected a value");
-    s.text = text_.substr(begin, pos_ - begin);
-    return s;
-  }
-
-  // A flat object; `nested` reads the value of a key whose value is not a scalar.
-  template <class Nested>
-  Object object(Nested&& nested) {
-    Object out;
-    expect('{');
-    if (peek('}')) return ++pos_, out;
-    do {
-      const std::string key = string();
-      expect(':');
-      if (peek('[') || peek('{')) nested(key);
-      else out[key] = scalar();
-    } while (peek(',') && ++pos_);
-    expect('}');
-    return out;
-  }
-
- private:
-  const std::string& text_;
-  std::size_t pos_ = 0;
-  int line_ = 1;
+  std::size_t consumed() const { return static_cast<std::size_t>(gptr() - eback()); }
 };
 
-const Scalar& field(const Object& row, const std::string& key, int line) {
+// The line (from 1) of the character before `offset`.
+int line_before(const std::string& text, std::size_t offset) {
+  const std::size_t end = std::min(offset > 0 ? offset - 1 : 0, text.size());
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
+}
+
+// nlohmann's "[json.exception.parse_error.101] parse error at line 4, column 52: syntax error ..."
+// as "line 4: syntax error ...".
+[[noreturn]] void fail_parse(const std::string& text, const Json::parse_error& e) {
+  const std::string what = e.what();
+  const std::size_t column = what.find("column ");
+  const std::size_t colon = column == std::string::npos ? std::string::npos : what.find(": ", column);
+  fail(line_before(text, e.byte), colon == std::string::npos ? what : what.substr(colon + 2));
+}
+
+// The rows and the line each starts on.
+struct Document {
+  Json top;
+  std::vector<int> row_lines;
+};
+
+Document parse_document(const std::string& text) {
+  CountingBuffer buffer(text);
+  std::istream in(&buffer);
+  Document doc;
+  bool in_rows = false;
+  // The callback runs as the parser goes: a row's '{' has just been read when
+  // its object starts (depth 0 is the file's object, 1 its values, 2 the rows).
+  const Json::parser_callback_t note_rows = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::key && depth == 1) in_rows = parsed == "rows";
+    if (event == Json::parse_event_t::object_start && depth == 2 && in_rows)
+      doc.row_lines.push_back(line_before(text, buffer.consumed()));
+    return true;
+  };
+  try {
+    doc.top = Json::parse(in, note_rows);
+  } catch (const Json::parse_error& e) {
+    fail_parse(text, e);
+  }
+  return doc;
+}
+
+const Json& field(const Json& row, const char* key, int line) {
   const auto it = row.find(key);
-  if (it == row.end()) throw std::invalid_argument("line " + std::to_string(line) + ": row without \"" + key + "\"");
-  return it->second;
+  if (it == row.end()) fail(line, std::string("row without \"") + key + "\"");
+  return *it;
 }
 
-std::string string_field(const Object& row, const std::string& key, int line) {
-  const Scalar& s = field(row, key, line);
-  if (!s.is_string) throw std::invalid_argument("line " + std::to_string(s.line) + ": \"" + key + "\" is not a string");
-  return s.text;
+std::string string_field(const Json& row, const char* key, int line) {
+  const Json& value = field(row, key, line);
+  if (!value.is_string()) fail(line, std::string("\"") + key + "\" is not a string");
+  return value.get<std::string>();
 }
 
-double number_field(const Object& row, const std::string& key, int line) {
-  const Scalar& s = field(row, key, line);
-  char* end = nullptr;
-  const double value = s.is_string ? 0 : std::strtod(s.text.c_str(), &end);
-  if (s.is_string || end != s.text.c_str() + s.text.size())
-    throw std::invalid_argument("line " + std::to_string(s.line) + ": \"" + key + "\" is not a number");
-  return value;
+double number_field(const Json& row, const char* key, int line) {
+  const Json& value = field(row, key, line);
+  if (!value.is_number()) fail(line, std::string("\"") + key + "\" is not a number");
+  return value.get<double>();
 }
 
-BenchRow backward_row(const Object& row, int line) {
+BenchRow backward_row(const Json& row, int line) {
   BenchRow out;
   out.head_dim = static_cast<int>(number_field(row, "head_dim", line));
   const std::string mask = string_field(row, "mask", line);
-  if (mask != "full" && mask != "causal")
-    throw std::invalid_argument("line " + std::to_string(line) + ": unknown mask '" + mask + "'");
+  if (mask != "full" && mask != "causal") fail(line, "unknown mask '" + mask + "'");
   out.causal = mask == "causal";
   out.seqlen = static_cast<int>(number_field(row, "seqlen", line));
   const std::string name = string_field(row, "schedule", line);
   const auto kind = parse_schedule_kind(name);
-  if (!kind) throw std::invalid_argument("line " + std::to_string(line) + ": unknown schedule '" + name + "'");
+  if (!kind) fail(line, "unknown schedule '" + name + "'");
   out.schedule = *kind;
   out.median_ms = number_field(row, "median_ms", line);
   if (out.head_dim <= 0 || out.seqlen <= 0 || !(out.median_ms > 0))
-    throw std::invalid_argument("line " + std::to_string(line) + ": head_dim, seqlen and median_ms must be positive");
+    fail(line, "head_dim, seqlen and median_ms must be positive");
   return out;
+}
+
+std::string optional_text(const Json& top, const char* key) {
+  const auto it = top.find(key);
+  return it != top.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 }  // namespace
 
 BenchFile parse_bench_json(const std::string& text) {
-  Scanner in(text);
+  const Document doc = parse_document(text);
+  const Json& top = doc.top;
+  if (!top.is_object()) fail(1, "expected an object");
+  const auto rows = top.find("rows");
+  if (rows == top.end() || !rows->is_array()) throw std::invalid_argument("no \"rows\" array");
   BenchFile file;
-  bool has_rows = false;
-  const Object top = in.object([&](const std::string& key) {
-    if (key != "rows") in.fail("unexpected nested value for \"" + key + "\"");
-    has_rows = true;
-    in.expect('[');
-    if (in.peek(']')) return in.expect(']');
-    do {
-      in.skip_space();  // a row's errors name the line it starts on
-      const int line = in.line();
-      const Object row = in.object([&](const std::string& k) { in.fail("unexpected nested value for \"" + k + "\""); });
-      if (string_field(row, "pass", line) == "bwd" && string_field(row, "status", line) == "ok")
-        file.backward.push_back(backward_row(row, line));
-    } while (in.peek(',') && (in.expect(','), true));
-    in.expect(']');
-  });
-  if (!in.at_end()) in.fail("text after the top-level object");
-  if (!has_rows) throw std::invalid_argument("no \"rows\" array");
-  file.sms = static_cast<int>(number_field(top, "sms", 1));
-  if (file.sms <= 0) throw std::invalid_argument("\"sms\" must be positive");
-  const auto text_of = [&](const char* key) { return top.count(key) ? top.at(key).text : std::string(); };
-  file.device = text_of("device");
-  file.commit = text_of("commit");
+  for (std::size_t i = 0; i < rows->size(); ++i) {
+    const Json& row = (*rows)[i];
+    const int line = i < doc.row_lines.size() ? doc.row_lines[i] : 1;
+    if (!row.is_object()) fail(line, "a row is not an object");
+    if (string_field(row, "pass", line) == "bwd" && string_field(row, "status", line) == "ok")
+      file.backward.push_back(backward_row(row, line));
+  }
+  const auto sms = top.find("sms");
+  if (sms == top.end() || !sms->is_number() || sms->get<double>() <= 0)
+    throw std::invalid_argument("\"sms\" must be a positive number (the file's SM count)");
+  file.sms = sms->get<int>();
+  file.device = optional_text(top, "device");
+  file.commit = optional_text(top, "commit");
   if (file.backward.empty()) throw std::invalid_argument("no backward rows (\"pass\": \"bwd\", \"status\": \"ok\")");
   return file;
 }

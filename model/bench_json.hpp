@@ -1,7 +1,7 @@
-// Reads the backward rows of a dash-bench JSON file (apps/dash_bench.cpp
-// writes it: a flat object with a "rows" array of flat objects). The format
-// is fixed and ours, so a small scanner is enough; anything it does not
-// expect is an error with the line it was found on.
+// Reads the backward rows of a dash-bench JSON file (apps/bench/result_files.cpp
+// writes it: a flat object with a "rows" array of flat objects) with
+// nlohmann-json; malformed text, or a row it cannot use, is an error naming
+// the line it was found on.
 #pragma once
 
 #include <string>

@@ -1,39 +1,16 @@
 #include "bench/options.hpp"
 
-#include "cli_values.hpp"
-
-#include <set>
 #include <sstream>
+
+#include "cli_parse.hpp"
 
 namespace dash_attn::bench {
 namespace {
 
-constexpr const char* kUsage = R"(usage: dash-bench [options]
-Forward and backward of dash_attn: median time, TFLOPS, the share of the
+constexpr const char* kDescription = R"(Forward and backward of dash_attn: median time, TFLOPS, the share of the
 measured wgmma ceiling, fp64 verification and bitwise reruns of every
 deterministic backward. Without an sm_90 GPU it runs the schedule model.
-
-what to run (default: the standard grid of docs/benchmarks.md):
-  --grid standard|quick   standard: hdim 64,128 x seqlen 512..16k; quick: hdim 128, seqlen 1k,4k
-  --hdims 64,128          head dims of the grid
-  --seqlens 512,1024,...  seqlens of the grid (batch = 16384 / seqlen, heads = 2048 / head_dim)
-  --shape B,SQ,SK,HQ,HKV,D  one problem instead of the grid (repeatable; HKV < HQ: GQA/MQA)
-  --masks full,causal     masks
-  --schedules a,b,..      backward schedules: atomic,fa3,descending,shift,symmetric_shift,auto
-  --passes fwd,bwd        passes to time (bwd alone still runs one untimed forward)
-  --dtype bf16|fp16
-how:
-  --reps N                timed repetitions, median reported (30)
-  --determinism-runs N    bitwise reruns of each deterministic backward (10; 0: none)
-  --verify-max-seqlen N   fp64 check of rows with seqlens <= N on a slice of the timed
-                          problem (2048; 0: none)
-  --verify                check every row: larger ones on a reduced problem (seqlen <= 1024,
-                          same head_dim, GQA ratio, mask and schedule)
-  --model                 run the schedule model instead of the GPU
-output:
-  --json FILE, --csv FILE results with commit, GPU, driver, CUDA versions, date, ceiling
-  --commit SHA            commit recorded in the results (unknown)
-  --help
+Every option takes its value as --key value or --key=value.
 )";
 
 int parse_int(const std::string& flag, const std::string& text, int min) {
@@ -62,72 +39,109 @@ ProblemShape parse_shape(const std::string& text) {
   return s;
 }
 
+std::vector<bool> parse_masks(const std::string& text) {
+  std::vector<bool> masks;
+  for (const std::string& m : split(text)) {
+    if (m != "full" && m != "causal") throw UsageError("--masks expects full, causal or full,causal, got '" + m + "'");
+    masks.push_back(m == "causal");
+  }
+  if (masks.empty()) throw UsageError("--masks expects full, causal or full,causal");
+  return masks;
+}
+
+std::vector<ScheduleKind> parse_schedules(const std::string& text) {
+  std::vector<ScheduleKind> schedules;
+  for (const std::string& name : split(text)) {
+    const auto kind = parse_schedule_kind(name);
+    if (!kind) throw UsageError("unknown schedule '" + name + "' (atomic, fa3, descending, shift, symmetric_shift, auto)");
+    schedules.push_back(*kind);
+  }
+  if (schedules.empty()) throw UsageError("--schedules expects at least one schedule");
+  return schedules;
+}
+
+void parse_passes(const std::string& text, BenchOptions& o) {
+  o.forward = o.backward = false;
+  for (const std::string& p : split(text)) {
+    if (p == "fwd") o.forward = true;
+    else if (p == "bwd") o.backward = true;
+    else throw UsageError("--passes expects fwd, bwd or fwd,bwd, got '" + p + "'");
+  }
+  if (!o.forward && !o.backward) throw UsageError("--passes expects fwd, bwd or fwd,bwd");
+}
+
+DType parse_dtype(const std::string& text) {
+  if (text == "bf16") return DType::kBF16;
+  if (text == "fp16") return DType::kFP16;
+  throw UsageError("--dtype expects bf16 or fp16, got '" + text + "'");
+}
+
+// What the grid options asked for; --hdims and --seqlens are applied after
+// --grid, whatever the order they came in.
+struct GridChoice {
+  std::vector<int> head_dims, seqlens;
+};
+
+// Every option, its help and what it does to `o`: parse_options and
+// usage_text share it, so the help lists exactly what parses.
+void define_options(CLI::App& app, BenchOptions& o, GridChoice& grid) {
+  cli::configure(app);
+  const std::string run = "what to run (default: the standard grid of docs/benchmarks.md)", how = "how",
+                    output = "output";
+  cli::add_value(app, "--grid", "standard|quick", [&](const std::string& v) {
+    if (v == "quick") o.head_dims = {128}, o.seqlens = {1024, 4096};
+    else if (v != "standard") throw UsageError("--grid expects standard or quick, got '" + v + "'");
+  }, "standard: hdim 64,128 x seqlen 512..16k; quick: hdim 128, seqlen 1k,4k")->group(run);
+  cli::add_value(app, "--hdims", "64,128", [&](const std::string& v) { grid.head_dims = parse_ints("--hdims", v, 1); },
+                 "head dims of the grid")->group(run);
+  cli::add_value(app, "--seqlens", "512,1024,...", [&](const std::string& v) { grid.seqlens = parse_ints("--seqlens", v, 1); },
+                 "seqlens of the grid (batch = 16384 / seqlen, heads = 2048 / head_dim)")->group(run);
+  cli::add_repeated(app, "--shape", "B,SQ,SK,HQ,HKV,D", [&](const std::vector<std::string>& values) {
+    for (const std::string& v : values) o.shapes.push_back(parse_shape(v));
+  }, "one problem instead of the grid (repeatable; HKV < HQ: GQA/MQA)")->group(run);
+  cli::add_value(app, "--masks", "full,causal", [&](const std::string& v) { o.masks = parse_masks(v); }, "masks")->group(run);
+  cli::add_value(app, "--schedules", "a,b,..", [&](const std::string& v) { o.schedules = parse_schedules(v); },
+                 "backward schedules: atomic,fa3,descending,shift,symmetric_shift,auto")->group(run);
+  cli::add_value(app, "--passes", "fwd,bwd", [&](const std::string& v) { parse_passes(v, o); },
+                 "passes to time (bwd alone still runs one untimed forward)")->group(run);
+  cli::add_value(app, "--dtype", "bf16|fp16", [&](const std::string& v) { o.dtype = parse_dtype(v); },
+                 "element type of q, k, v and the gradients (bf16)")->group(run);
+
+  cli::add_value(app, "--reps", "N", [&](const std::string& v) { o.repetitions = parse_int("--reps", v, 1); },
+                 "timed repetitions, median reported (30)")->group(how);
+  cli::add_value(app, "--determinism-runs", "N",
+                 [&](const std::string& v) { o.determinism_runs = parse_int("--determinism-runs", v, 0); },
+                 "bitwise reruns of each deterministic backward (10; 0: none)")->group(how);
+  cli::add_value(app, "--verify-max-seqlen", "N",
+                 [&](const std::string& v) { o.verify_max_seqlen = parse_int("--verify-max-seqlen", v, 0); },
+                 "fp64 check of rows with seqlens <= N on a slice of the timed problem (2048; 0: none)")->group(how);
+  app.add_flag("--verify", o.verify,
+               "check every row: larger ones on a reduced problem (seqlen <= 1024, same head_dim, GQA ratio, mask "
+               "and schedule)")->group(how);
+  app.add_flag("--model", o.model, "run the schedule model instead of the GPU")->group(how);
+
+  cli::add_value(app, "--json", "FILE", [&](const std::string& v) { o.json_path = v; },
+                 "results with commit, GPU, driver, CUDA versions, date, ceiling")->group(output);
+  cli::add_value(app, "--csv", "FILE", [&](const std::string& v) { o.csv_path = v; },
+                 "the same results, one line per row")->group(output);
+  cli::add_value(app, "--commit", "SHA", [&](const std::string& v) { o.commit = v; },
+                 "commit recorded in the results (unknown)")->group(output);
+  app.add_flag("-h,--help", o.help, "this help")->group(output);
+}
+
 }  // namespace
 
 BenchOptions parse_options(const std::vector<std::string>& args) {
   BenchOptions o;
-  std::set<std::string> given;
-  std::vector<int> head_dims, seqlens;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    given.insert(flag);
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
-      return args[++i];
-    };
-    if (flag == "--help" || flag == "-h") o.help = true;
-    else if (flag == "--grid") {
-      const std::string grid = value();
-      if (grid == "quick") o.head_dims = {128}, o.seqlens = {1024, 4096};
-      else if (grid != "standard") throw UsageError("--grid expects standard or quick, got '" + grid + "'");
-    } else if (flag == "--hdims") head_dims = parse_ints(flag, value(), 1);
-    else if (flag == "--seqlens") seqlens = parse_ints(flag, value(), 1);
-    else if (flag == "--shape") o.shapes.push_back(parse_shape(value()));
-    else if (flag == "--masks") {
-      o.masks.clear();
-      for (const std::string& m : split(value())) {
-        if (m != "full" && m != "causal") throw UsageError("--masks expects full, causal or full,causal, got '" + m + "'");
-        o.masks.push_back(m == "causal");
-      }
-      if (o.masks.empty()) throw UsageError("--masks expects full, causal or full,causal");
-    } else if (flag == "--schedules") {
-      o.schedules.clear();
-      for (const std::string& name : split(value())) {
-        const auto kind = parse_schedule_kind(name);
-        if (!kind)
-          throw UsageError("unknown schedule '" + name + "' (atomic, fa3, descending, shift, symmetric_shift, auto)");
-        o.schedules.push_back(*kind);
-      }
-      if (o.schedules.empty()) throw UsageError("--schedules expects at least one schedule");
-    } else if (flag == "--passes") {
-      o.forward = o.backward = false;
-      for (const std::string& p : split(value())) {
-        if (p == "fwd") o.forward = true;
-        else if (p == "bwd") o.backward = true;
-        else throw UsageError("--passes expects fwd, bwd or fwd,bwd, got '" + p + "'");
-      }
-      if (!o.forward && !o.backward) throw UsageError("--passes expects fwd, bwd or fwd,bwd");
-    } else if (flag == "--dtype") {
-      const std::string d = value();
-      if (d == "bf16") o.dtype = DType::kBF16;
-      else if (d == "fp16") o.dtype = DType::kFP16;
-      else throw UsageError("--dtype expects bf16 or fp16, got '" + d + "'");
-    } else if (flag == "--reps") o.repetitions = parse_int(flag, value(), 1);
-    else if (flag == "--determinism-runs") o.determinism_runs = parse_int(flag, value(), 0);
-    else if (flag == "--verify-max-seqlen") o.verify_max_seqlen = parse_int(flag, value(), 0);
-    else if (flag == "--verify") o.verify = true;
-    else if (flag == "--model") o.model = true;
-    else if (flag == "--json") o.json_path = value();
-    else if (flag == "--csv") o.csv_path = value();
-    else if (flag == "--commit") o.commit = value();
-    else throw UsageError("unknown option '" + flag + "'");
-  }
+  GridChoice grid;
+  CLI::App app(kDescription, "dash-bench");
+  define_options(app, o, grid);
+  cli::parse(app, args);
   if (!o.shapes.empty())
     for (const char* grid_flag : {"--grid", "--hdims", "--seqlens"})
-      if (given.count(grid_flag))
-        throw UsageError(std::string("--shape replaces the grid; drop ") + grid_flag);
-  if (!head_dims.empty()) o.head_dims = head_dims;  // over --grid, whatever the order
-  if (!seqlens.empty()) o.seqlens = seqlens;
+      if (cli::given(app, grid_flag)) throw UsageError(std::string("--shape replaces the grid; drop ") + grid_flag);
+  if (!grid.head_dims.empty()) o.head_dims = grid.head_dims;
+  if (!grid.seqlens.empty()) o.seqlens = grid.seqlens;
   for (const int seqlen : o.seqlens)
     if (seqlen > kGridTokens)
       throw UsageError("--seqlens: " + std::to_string(seqlen) + " is above the grid's " + std::to_string(kGridTokens) +
@@ -139,7 +153,13 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
   return o;
 }
 
-const char* usage_text() { return kUsage; }
+std::string usage_text() {
+  BenchOptions o;
+  GridChoice grid;
+  CLI::App app(kDescription, "dash-bench");
+  define_options(app, o, grid);
+  return app.help();
+}
 
 std::string shape_text(const ProblemShape& s) {
   std::ostringstream out;

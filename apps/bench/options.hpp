@@ -3,10 +3,10 @@
 // where to write the results. Host-only, so the CPU tests parse with it.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli_values.hpp"
 #include "dash_attn/types.hpp"
 
 namespace dash_attn::bench {
@@ -43,15 +43,14 @@ struct BenchOptions {
 };
 
 // A malformed command line; the message names the flag and what it expects.
-class UsageError : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
+using UsageError = cli::UsageError;
 
-// args excludes the program name. Throws UsageError.
+// args excludes the program name; each option takes --key value or
+// --key=value (CLI11). Throws UsageError.
 BenchOptions parse_options(const std::vector<std::string>& args);
 
-const char* usage_text();
+// The --help text: every option with its values and default.
+std::string usage_text();
 
 // "batch,seqlen_q,seqlen_k,heads_q,heads_kv,head_dim", the --shape syntax.
 std::string shape_text(const ProblemShape& shape);

@@ -1,35 +1,37 @@
 // dash-bench's results: one Row per measured (or modeled) pass, the run's
-// provenance, and the writers: the printed table, JSON (read back by
-// dash-model --calibrate and bench/*.py: a flat object with a "rows" array of
-// flat objects) and CSV (one line per row, provenance repeated on each).
+// provenance, the printed table and the progress line. The result files
+// (JSON, CSV) are written by bench/result_files.hpp.
 #pragma once
 
+#include <cstddef>
 #include <ctime>
-#include <iosfwd>
 #include <string>
 #include <vector>
 
+#include "bench/cases.hpp"
 #include "dash_attn/types.hpp"
 
 namespace dash_attn::bench {
 
+// What cannot be read stays at its "unknown" value (below); the result files
+// write it as null (JSON) and an empty field (CSV).
 struct RunInfo {
   std::string mode = "gpu";  // "gpu" or "model" (no GPU: the schedule model's times)
   std::string commit = "unknown", date_utc, command;
-  std::string gpu = "none", driver_version = "unknown";
-  int cuda_runtime = 0, cuda_driver = 0;  // 1000 * major + 10 * minor
-  int sms = 0, sm_clock_mhz = 0;          // clock: the device's peak, as CUDA reports it
+  std::string gpu = "none", driver_version = "unknown";  // "none", "unknown": not known
+  int cuda_runtime = 0, cuda_driver = 0;  // 1000 * major + 10 * minor; 0: unknown
+  int sms = 0, sm_clock_mhz = 0;          // clock: the device's peak, as CUDA reports it; 0: unknown
   DType dtype = DType::kBF16;
   int repetitions = 0, determinism_runs = 0;
   double ceiling_tflops = 0;  // measured dense bf16 wgmma throughput; 0: not measured
-  std::string ceiling_kernel;
+  std::string ceiling_kernel;  // empty: not measured
 };
 
 struct Row {
   std::string impl = "dash_attn", pass, schedule = "-", mask, status;
   ProblemShape shape;
   bool deterministic = false;
-  double median_ms = 0, min_ms = 0, max_ms = 0, tflops = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0, tflops = 0;  // 0: not timed (the row failed)
   double max_error = -1;  // -1: not verified
   std::string verified = "-";     // yes, NO, error (the check could not run) or -
   std::string verified_on = "-";  // "slice" (of the timed problem), "reduced B,SQ,SK,HQ,HKV,D" or -
@@ -50,14 +52,8 @@ std::string table_header();
 // The row and, indented below it, its repro command; newline-terminated.
 std::string table_row(const Row& row, double ceiling_tflops);
 
-void write_json(std::ostream& out, const RunInfo& info, const std::vector<Row>& rows);
-void write_csv(std::ostream& out, const RunInfo& info, const std::vector<Row>& rows);
-// Writes `path` through a temporary file and a rename, so a run stopped
-// mid-write leaves the previous complete file. Throws std::runtime_error.
-void save_json(const std::string& path, const RunInfo& info, const std::vector<Row>& rows);
-void save_csv(const std::string& path, const RunInfo& info, const std::vector<Row>& rows);
-
-std::string json_escape(const std::string& text);
-std::string csv_field(const std::string& text);
+// "[3/24] 4,4096,4096,16,16,128 causal\n": case `number` (from 1) of `total`,
+// printed to stderr before the case runs so a long grid shows how far it is.
+std::string progress_line(std::size_t number, std::size_t total, const BenchCase& c);
 
 }  // namespace dash_attn::bench

@@ -1,7 +1,8 @@
 // dash-bench's command line, its cases and its repro lines (apps/bench):
-// the grid and --shape give the intended problems, malformed flags fail with
-// a message naming the flag, and each row's repro line parses back to that
-// row's case, pass and schedule alone.
+// the grid and --shape give the intended problems, --key=value reads as
+// --key value, malformed flags and unknown options fail with a message naming
+// the flag, and each row's repro line parses back to that row's case, pass
+// and schedule alone.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -105,6 +106,67 @@ TEST(BenchOptions, MalformedFlagsNameTheFlag) {
   EXPECT_NE(usage_error("--dtype fp8").find("--dtype expects bf16 or fp16"), std::string::npos);
   EXPECT_NE(usage_error("--reps 0").find("--reps expects an integer >= 1"), std::string::npos);
   EXPECT_NE(usage_error("--grid huge").find("--grid expects standard or quick"), std::string::npos);
+}
+
+TEST(BenchOptions, KeyEqualsValueReadsAsKeySpaceValue) {
+  const BenchOptions spaced = parse("--passes bwd --masks full --schedules fa3,shift --dtype fp16 --reps 5 "
+                                    "--determinism-runs 0 --verify-max-seqlen 0 --json a.json --csv b.csv --commit abc");
+  const BenchOptions joined = parse("--passes=bwd --masks=full --schedules=fa3,shift --dtype=fp16 --reps=5 "
+                                    "--determinism-runs=0 --verify-max-seqlen=0 --json=a.json --csv=b.csv --commit=abc");
+  EXPECT_EQ(joined.forward, spaced.forward);
+  EXPECT_EQ(joined.backward, spaced.backward);
+  EXPECT_EQ(joined.masks, spaced.masks);
+  EXPECT_EQ(joined.schedules, spaced.schedules);
+  EXPECT_EQ(joined.dtype, spaced.dtype);
+  EXPECT_EQ(joined.repetitions, 5);
+  EXPECT_EQ(joined.determinism_runs, 0);
+  EXPECT_EQ(joined.verify_max_seqlen, 0);
+  EXPECT_EQ(joined.json_path, "a.json");
+  EXPECT_EQ(joined.csv_path, "b.csv");
+  EXPECT_EQ(joined.commit, "abc");
+
+  const std::vector<BenchCase> grid = bench_cases(parse("--grid=quick --hdims=64 --seqlens=512,1024"));
+  ASSERT_EQ(grid.size(), 4u);
+  EXPECT_TRUE(same(grid[0].shape, ProblemShape{32, 512, 512, 32, 32, 64}));
+  const BenchOptions shapes = parse("--shape=2,4096,4096,32,8,128 --shape 1,512,2048,16,1,64");
+  ASSERT_EQ(shapes.shapes.size(), 2u);
+  EXPECT_TRUE(same(shapes.shapes[0], ProblemShape{2, 4096, 4096, 32, 8, 128}));
+  EXPECT_TRUE(same(shapes.shapes[1], ProblemShape{1, 512, 2048, 16, 1, 64}));
+  // A value may start with '-' or hold '=' (a path): it still belongs to its option.
+  EXPECT_NE(usage_error("--reps=-1").find("--reps expects an integer >= 1, got '-1'"), std::string::npos);
+  EXPECT_EQ(parse("--json=out=1.json").json_path, "out=1.json");
+  EXPECT_EQ(usage_error("--reps="), "--reps needs a value");
+  EXPECT_TRUE(parse("--verify=true").verify);
+  EXPECT_FALSE(parse("--verify=false").verify);
+  EXPECT_EQ(usage_error("--verify=maybe"), "--verify is a switch and takes no value, got 'maybe'");
+}
+
+TEST(BenchOptions, RepeatedOptionKeepsTheLastValue) {
+  EXPECT_EQ(parse("--reps 3 --reps=4").repetitions, 4);
+  EXPECT_EQ(parse("--masks causal --masks full").masks, std::vector<bool>{false});
+  EXPECT_TRUE(parse("--verify --verify").verify);
+}
+
+TEST(BenchOptions, UnknownOptionIsAClearError) {
+  EXPECT_EQ(usage_error("--frobnicate"), "unknown option '--frobnicate'");
+  EXPECT_EQ(usage_error("--frobnicate=3"), "unknown option '--frobnicate'");
+  EXPECT_EQ(usage_error("--reps 3 --frobnicate 4"), "unknown option '--frobnicate'");
+  EXPECT_EQ(usage_error("--rep 3"), "unknown option '--rep' (did you mean --reps?)");
+  EXPECT_EQ(usage_error("--verfy"), "unknown option '--verfy' (did you mean --verify?)");
+  EXPECT_EQ(usage_error("-x"), "unknown option '-x'");
+  EXPECT_EQ(usage_error("quick"), "unexpected argument 'quick' (every value follows its option)");
+  EXPECT_EQ(usage_error("--reps 3 4"), "unexpected argument '4' (every value follows its option)");
+  EXPECT_EQ(usage_error("--reps"), "--reps needs a value");
+}
+
+TEST(BenchOptions, HelpListsEveryOption) {
+  const std::string help = usage_text();
+  for (const char* option : {"--grid", "--hdims", "--seqlens", "--shape", "--masks", "--schedules", "--passes", "--dtype",
+                             "--reps", "--determinism-runs", "--verify-max-seqlen", "--verify", "--model", "--json",
+                             "--csv", "--commit", "--help"})
+    EXPECT_NE(help.find(std::string(option) + " "), std::string::npos) << option;
+  EXPECT_NE(help.find("--key=value"), std::string::npos);
+  EXPECT_TRUE(parse("-h").help);
 }
 
 TEST(BenchCases, SeedDependsOnTheCaseOnly) {
