@@ -66,7 +66,11 @@ DeviceScope::DeviceScope(const char* function, std::initializer_list<NamedPointe
   // Also when device_ is already the current device: cudaSetDevice makes its
   // primary context current, which a fresh thread lacks.
   DASH_CUDA_CHECK(cudaSetDevice(device_));
-  if (stream != nullptr) {
+  // A capturing stream refuses cudaStreamGetDevice (and a failed call
+  // invalidates the capture): its device was checked when it began capturing.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream != nullptr) DASH_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (stream != nullptr && capture == cudaStreamCaptureStatusNone) {
     int stream_device = 0;
     DASH_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
     if (stream_device != device_) {
