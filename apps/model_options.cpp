@@ -1,7 +1,7 @@
 #include "model_options.hpp"
 
 #include "cli_parse.hpp"
-#include "dash_attn/tile_config.hpp"
+#include "dash_attn/kernel_table.hpp"
 
 namespace dash_attn::model_cli {
 namespace {

@@ -221,8 +221,8 @@ CostModel kernel_cost_model(double compute, double compute_masked, double reduce
   cost.handoff = handoff;
   cost.prologue = cost.epilogue = chain / 2;  // not separable: both are paid once per chain
   cost.overlap_reduce = true;
-  cost.dq_writers = 2;
-  cost.drain_between_chains = false;
+  cost.dq_writers = kBackwardDqStages;  // the kernel's structure (tile_config.hpp)
+  cost.drain_between_chains = kBackwardDrainsBetweenChains;
   return cost;
 }
 

@@ -20,9 +20,10 @@ struct CostModel {
   bool overlap_reduce = false;
   // Overlapped mode only. dq_writers: shared-memory dQ stages, each drained by
   // its own writer (tile j of a worker goes to stage j mod dq_writers and waits
-  // until that stage's previous add is done); the kernel has 2 (one writer warp
+  // until that stage's previous add is done); the kernel has kBackwardDqStages (one writer warp
   // per stage). drain_between_chains: a chain starts only after every writer
-  // finished, as the kernel's CTA barrier between chains makes it.
+  // finished (the kernel's CTA barrier between chains before 9591e68; today's
+  // kernel has none: kBackwardDrainsBetweenChains in tile_config.hpp).
   int dq_writers = 1;
   bool drain_between_chains = false;
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../../src/kernels/sm90/cuda_check.hpp"
+#include "dash_attn/cuda_check.hpp"
 
 namespace dash_attn::bench {
 namespace {

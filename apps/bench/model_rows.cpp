@@ -4,7 +4,7 @@
 
 #include "bench/repro.hpp"
 #include "calibration.hpp"
-#include "host/backward_plan.hpp"
+#include "dash_attn/plan/backward_plan.hpp"
 
 namespace dash_attn::bench {
 

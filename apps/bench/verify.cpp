@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "../../src/kernels/sm90/cuda_check.hpp"
+#include "dash_attn/cuda_check.hpp"
 #include "attention_naive.hpp"
 #include "dash_attn/dash_attn.hpp"
 

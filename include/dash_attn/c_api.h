@@ -88,6 +88,18 @@ DASH_C_API int dash_backward_workspace_size(const DashShape* shape, const DashOp
 
 DASH_C_API const char* dash_last_error(void);
 
+/* A row of the kernel table (include/dash_attn/kernel_table.hpp) this library compiled. */
+enum { DASH_PASS_FORWARD = 0, DASH_PASS_BACKWARD = 1 };
+typedef struct {
+  int32_t pass;  /* a DASH_PASS_* code */
+  int32_t dtype; /* a DASH_DTYPE_* code */
+  int32_t head_dim;
+} DashKernelRow;
+
+/* Writes up to `capacity` compiled rows into `rows` (may be null when
+ * capacity is 0) and returns how many rows the library has. */
+DASH_C_API int32_t dash_compiled_kernels(DashKernelRow* rows, int32_t capacity);
+
 /* DASH_ATTN_ABI_VERSION of the header this library was built from. */
 DASH_C_API int32_t dash_abi_version(void);
 

@@ -11,12 +11,6 @@ struct TileShape {
   int block_n;  // key/value rows per tile
 };
 
-inline constexpr int kSupportedHeadDims[] = {64, 128, 256};
-
-DASH_HOST_DEVICE constexpr bool is_supported_head_dim(long long head_dim) {
-  return head_dim == 64 || head_dim == 128 || head_dim == 256;
-}
-
 // Backward tiles. dK and dV of one KV tile live in the registers of two MMA
 // warpgroups for the whole chain, so block_n * head_dim bounds the register
 // budget: FlashAttention-3 found 128x128 for hdim 64 and 64x128 for hdim 128
@@ -34,5 +28,13 @@ DASH_HOST_DEVICE constexpr TileShape forward_tile(int head_dim) {
 }
 
 DASH_HOST_DEVICE constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// The backward main kernel's structure, which the cost model (model/) must
+// mirror: one dQ writer warp per shared-memory dQ stage (the MMA warpgroups
+// run a tile ahead of the ordered dQ reduction), and no wait for a chain's dQ
+// adds before the next chain starts (the producer claims ahead; the CTA
+// barrier between chains went with 9591e68).
+inline constexpr int kBackwardDqStages = 2;
+inline constexpr bool kBackwardDrainsBetweenChains = false;
 
 }  // namespace dash_attn

@@ -2,7 +2,6 @@
 .shape, .dtype, .device, .stride(), .data_ptr() are used), so the rules are
 tested in CI without torch or a GPU."""
 
-SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = ("torch.bfloat16", "torch.float16")
 SCHEDULES = ("atomic", "fa3", "descending", "shift", "symmetric_shift", "auto")
 
@@ -61,8 +60,11 @@ def check_schedule(function, schedule):
                          f"got {schedule!r}")
 
 
-def check_qkv(function, q, k, v):
-    """Shapes (batch, seqlen, heads, head_dim), one CUDA device, one supported dtype."""
+def check_qkv(function, q, k, v, head_dims_of=None):
+    """Shapes (batch, seqlen, heads, head_dim), one CUDA device, one supported
+    dtype. head_dims_of(dtype name) gives the head dims compiled for it (the
+    loaded library's kernel table: _library.compiled_head_dims); None leaves
+    that check to the library."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not hasattr(t, "shape") or not hasattr(t, "dtype"):
             raise TypeError(f"dash_attn.{function}: argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
@@ -80,8 +82,10 @@ def check_qkv(function, q, k, v):
         if t.device != q.device:
             raise ValueError(f"dash_attn.{function}: argument '{name}': expected device {q.device} like q, got {t.device}")
     batch, _, heads_q, head_dim = q.shape
-    if head_dim not in SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"dash_attn.{function}: argument 'q': expected head_dim in {SUPPORTED_HEAD_DIMS}, got {head_dim}")
+    head_dims = head_dims_of(str(q.dtype)) if head_dims_of is not None else None
+    if head_dims is not None and head_dim not in head_dims:
+        raise ValueError(f"dash_attn.{function}: argument 'q': expected head_dim in {tuple(head_dims)} (the kernels "
+                         f"compiled for {q.dtype}), got {head_dim}")
     if tuple(k.shape) != tuple(v.shape):
         raise ValueError(f"dash_attn.{function}: argument 'v': expected the shape of k {tuple(k.shape)}, "
                          f"got {tuple(v.shape)}")

@@ -15,6 +15,9 @@ DASH_ATTN_ABI_VERSION = 2
 DASH_DTYPE_BF16 = 0
 DASH_DTYPE_FP16 = 1
 
+DASH_PASS_FORWARD = 0
+DASH_PASS_BACKWARD = 1
+
 DASH_SCHEDULE_ATOMIC = 0
 DASH_SCHEDULE_FA3 = 1
 DASH_SCHEDULE_DESCENDING = 2
@@ -64,6 +67,10 @@ class Lse(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("batch_stride", ctypes.c_int64), ("head_stride", ctypes.c_int64)]
 
 
+class KernelRow(ctypes.Structure):
+    _fields_ = [("pass_", ctypes.c_int32), ("dtype", ctypes.c_int32), ("head_dim", ctypes.c_int32)]
+
+
 class Options(ctypes.Structure):
     _fields_ = [("causal", ctypes.c_int32), ("has_softmax_scale", ctypes.c_int32), ("softmax_scale", ctypes.c_float),
                 ("deterministic", ctypes.c_int32), ("schedule", ctypes.c_int32), ("max_ctas", ctypes.c_int32),
@@ -98,6 +105,8 @@ def _load():
                                                            ctypes.c_void_p])
         lib.dash_backward_workspace_size.argtypes = [ptr(Shape), ptr(Options), ptr(ctypes.c_size_t)]
         lib.dash_last_error.restype = ctypes.c_char_p
+        lib.dash_compiled_kernels.argtypes = [ptr(KernelRow), ctypes.c_int32]
+        lib.dash_compiled_kernels.restype = ctypes.c_int32
         _library = lib
     return _library
 
@@ -117,6 +126,27 @@ def _check_abi_version(lib, path):
         raise ImportError(f"dash_attn: the compiled library {path} has C ABI version {found}, but this Python package "
                           f"expects version {DASH_ATTN_ABI_VERSION}; rebuild it ('pip install .') or point "
                           "DASH_ATTN_LIBRARY at a libdash_attn_capi.so built from the same sources")
+
+
+_compiled = None
+
+
+def compiled_kernels():
+    """The kernel table rows the loaded library compiled: [(pass, dtype, head_dim)] as DASH_* codes."""
+    global _compiled
+    if _compiled is None:
+        lib = _load()
+        count = lib.dash_compiled_kernels(None, 0)
+        rows = (KernelRow * count)()
+        lib.dash_compiled_kernels(rows, count)
+        _compiled = [(row.pass_, row.dtype, row.head_dim) for row in rows]
+    return _compiled
+
+
+def compiled_head_dims(dtype_name, pass_code=DASH_PASS_FORWARD):
+    """Head dims compiled for a dtype ('torch.bfloat16' / 'torch.float16') and pass."""
+    code = DASH_DTYPE_BF16 if dtype_name == "torch.bfloat16" else DASH_DTYPE_FP16
+    return tuple(d for p, t, d in compiled_kernels() if p == pass_code and t == code)
 
 
 def _raise_on_error(code):

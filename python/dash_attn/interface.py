@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from . import ops
+from . import _library, ops
 from ._checks import HINTS, check_qkv, check_sm_margin, check_unsupported, resolve_deterministic
 
 # FlashAttention-3 keywords flash_attn_func accepts beside FA2's, with their "off" value.
@@ -19,7 +19,7 @@ def attention(function, q, k, v, softmax_scale=None, causal=False, deterministic
     """(out, lse) after every check; features are FlashAttention keywords that
     must hold their "off" value (check_unsupported) or are hints (HINTS)."""
     check_unsupported(function, **{name: value for name, value in features.items() if name not in HINTS})
-    check_qkv(function, q, k, v)
+    check_qkv(function, q, k, v, _library.compiled_head_dims)
     check_sm_margin(function, sm_margin)
     deterministic, schedule = resolve_deterministic(function, deterministic, schedule,
                                                     torch.are_deterministic_algorithms_enabled())

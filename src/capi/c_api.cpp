@@ -5,6 +5,7 @@
 #include <string>
 
 #include "codes.hpp"
+#include "dash_attn/compiled_kernels.hpp"
 #include "dash_attn/api.hpp"
 
 namespace {
@@ -106,5 +107,16 @@ int dash_backward_workspace_size(const DashShape* shape, const DashOptions* opti
 const char* dash_last_error(void) { return last_error.c_str(); }
 
 int32_t dash_abi_version(void) { return DASH_ATTN_ABI_VERSION; }
+
+int32_t dash_compiled_kernels(DashKernelRow* rows, int32_t capacity) {
+  constexpr int32_t kForward = DASH_PASS_FORWARD, kBackward = DASH_PASS_BACKWARD;
+#define DASH_C_ROW(row_pass, row_dtype, row_head_dim) DashKernelRow{k##row_pass, DASH_DTYPE_##row_dtype, row_head_dim},
+  // The last entry only keeps the array non-empty.
+  static constexpr DashKernelRow kRows[] = {DASH_COMPILED_KERNELS(DASH_C_ROW) DashKernelRow{-1, -1, -1}};
+#undef DASH_C_ROW
+  const int32_t count = static_cast<int32_t>(sizeof(kRows) / sizeof(kRows[0])) - 1;
+  for (int32_t i = 0; i < count && i < capacity && rows != nullptr; ++i) rows[i] = kRows[i];
+  return count;
+}
 
 }  // extern "C"

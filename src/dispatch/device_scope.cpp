@@ -7,7 +7,7 @@
 #include <string>
 
 #include "host/validate.hpp"
-#include "kernels/sm90/cuda_check.hpp"
+#include "dash_attn/cuda_check.hpp"
 
 namespace dash_attn::dispatch {
 namespace {

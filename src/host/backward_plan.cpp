@@ -1,4 +1,4 @@
-#include "backward_plan.hpp"
+#include "dash_attn/plan/backward_plan.hpp"
 
 #include <cstdint>
 
@@ -9,16 +9,16 @@ namespace {
 
 constexpr std::size_t kSliceAlignment = 256;
 
-WorkspaceSlice take(std::size_t& cursor, std::size_t bytes) {
-  WorkspaceSlice slice{cursor, bytes};
+plan::WorkspaceSlice take(std::size_t& cursor, std::size_t bytes) {
+  plan::WorkspaceSlice slice{cursor, bytes};
   cursor += (bytes + kSliceAlignment - 1) / kSliceAlignment * kSliceAlignment;
   return slice;
 }
 
 }  // namespace
 
-BackwardWorkspace plan_backward_workspace(const ProblemShape& s, const Options& options) {
-  BackwardWorkspace w;
+plan::BackwardWorkspace plan_backward_workspace(const ProblemShape& s, const Options& options) {
+  plan::BackwardWorkspace w;
   w.tile = backward_tile(static_cast<int>(s.head_dim));
   w.q_tiles = ceil_div(static_cast<int>(s.seqlen_q), w.tile.block_m);
   w.kv_tiles = ceil_div(static_cast<int>(s.seqlen_k), w.tile.block_n);

@@ -1,4 +1,4 @@
-#include "forward_plan.hpp"
+#include "dash_attn/plan/forward_plan.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -7,8 +7,8 @@
 
 namespace dash_attn::host {
 
-ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_count) {
-  ForwardPlan p;
+schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_count) {
+  schedule::ForwardPlan p;
   p.tile = forward_tile(static_cast<int>(s.head_dim));
   p.seqlen_q = static_cast<int>(s.seqlen_q);
   p.seqlen_k = static_cast<int>(s.seqlen_k);

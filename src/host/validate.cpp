@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dash_attn/error.hpp"
+#include "dash_attn/kernel_table.hpp"
 #include "dash_attn/tile_config.hpp"
 #include "overlap.hpp"
 

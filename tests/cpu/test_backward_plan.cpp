@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "dash_attn/schedule/schedule.hpp"
-#include "host/backward_plan.hpp"
+#include "dash_attn/plan/backward_plan.hpp"
 
 namespace dash_attn {
 namespace {
@@ -40,7 +40,7 @@ TEST(BackwardPlan, TileProblemMatchesTheWorkspaceTiles) {
   const ProblemShape s{3, 333, 200, 4, 2, 64};
   const Options o = with(ScheduleKind::kFA3, true);
   const schedule::TileProblem p = host::backward_tile_problem(s, o);
-  const host::BackwardWorkspace w = host::plan_backward_workspace(s, o);
+  const plan::BackwardWorkspace w = host::plan_backward_workspace(s, o);
   EXPECT_EQ(p.batch, 3);
   EXPECT_EQ(p.heads_q, 4);
   EXPECT_EQ(p.heads_kv, 2);
@@ -56,7 +56,7 @@ TEST(BackwardPlan, TileProblemMatchesTheWorkspaceTiles) {
 TEST(BackwardPlan, ClaimCounterHasItsOwnSlice) {
   const ProblemShape s{2, 100, 130, 8, 8, 128};
   for (const Options& o : {with(ScheduleKind::kFA3, false), with(ScheduleKind::kAtomic, false, false)}) {
-    const host::BackwardWorkspace w = host::plan_backward_workspace(s, o);
+    const plan::BackwardWorkspace w = host::plan_backward_workspace(s, o);
     EXPECT_EQ(w.work_counter.bytes, sizeof(int32_t));
     EXPECT_EQ(w.work_counter.offset % 256, 0u);
     EXPECT_LE(w.work_counter.offset + w.work_counter.bytes, w.total_bytes);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "attention_reference.hpp"
-#include "host/forward_plan.hpp"
+#include "dash_attn/plan/forward_plan.hpp"
 
 #include "common/masked_shape.hpp"
 
@@ -18,6 +18,8 @@ namespace dash_attn::host {
 namespace {
 
 using PlanCase = testing::MaskedShape;
+using schedule::ForwardPlan;
+using schedule::ForwardWorkTile;
 
 class ForwardPlanTest : public ::testing::TestWithParam<PlanCase> {};
 

@@ -16,7 +16,7 @@
 #include "attention_reference.hpp"
 #include "dash_attn/mask/mask_geometry.hpp"
 #include "dash_attn/schedule/head_tiles.hpp"
-#include "host/forward_plan.hpp"
+#include "dash_attn/plan/forward_plan.hpp"
 
 namespace dash_attn::mask {
 namespace {
@@ -159,7 +159,7 @@ bool check_plans(const Case& c, bool causal) {
   const std::string where = describe(c);
   const BruteTiles t = brute_tiles(c);
   const schedule::HeadTiles tiles{c.seqlen_q, c.seqlen_k, c.block_m, c.block_n, causal};
-  host::ForwardPlan plan;
+  schedule::ForwardPlan plan;
   plan.tile = TileShape{c.block_m, c.block_n};
   plan.seqlen_q = c.seqlen_q;
   plan.seqlen_k = c.seqlen_k;

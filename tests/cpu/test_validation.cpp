@@ -4,7 +4,7 @@
 #include <string>
 
 #include "dash_attn/error.hpp"
-#include "host/backward_plan.hpp"
+#include "dash_attn/plan/backward_plan.hpp"
 #include "host/overlap.hpp"
 #include "host/validate.hpp"
 
@@ -243,21 +243,21 @@ TEST(Validation, SoftmaxScaleDefaultsToInverseSqrtHeadDim) {
 TEST(WorkspacePlan, SizesEverySliceAndAlignsIt) {
   const ProblemShape s{2, 100, 130, 8, 2, 128};
   Options options;
-  const host::BackwardWorkspace w = host::plan_backward_workspace(s, options);
+  const plan::BackwardWorkspace w = host::plan_backward_workspace(s, options);
   EXPECT_EQ(w.tile.block_m, 64);
   EXPECT_EQ(w.q_tiles, 2);
   EXPECT_EQ(w.kv_tiles, 2);
   EXPECT_EQ(w.dq_accum.bytes, 2u * 8 * 128 * 128 * sizeof(float));
   EXPECT_EQ(w.dq_counters.bytes, 2u * 8 * 2 * sizeof(int32_t));
   EXPECT_GT(w.dk_accum.bytes, 0u);  // GQA accumulates dK/dV in fp32
-  for (const host::WorkspaceSlice* slice : {&w.dq_accum, &w.lse_log2, &w.dpsum, &w.dq_counters, &w.dk_accum,
+  for (const plan::WorkspaceSlice* slice : {&w.dq_accum, &w.lse_log2, &w.dpsum, &w.dq_counters, &w.dk_accum,
                                             &w.dv_accum, &w.dkv_counters}) {
     EXPECT_EQ(slice->offset % 256, 0u);
     EXPECT_LE(slice->offset + slice->bytes, w.total_bytes);
   }
   options.deterministic = false;
   options.schedule = ScheduleKind::kAtomic;
-  const host::BackwardWorkspace atomic = host::plan_backward_workspace(s, options);
+  const plan::BackwardWorkspace atomic = host::plan_backward_workspace(s, options);
   EXPECT_EQ(atomic.dq_counters.bytes, 0u);
   EXPECT_EQ(atomic.dkv_counters.bytes, 0u);
 }

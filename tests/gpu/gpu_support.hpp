@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "dash_attn/compiled_kernels.hpp"
+#include "dash_attn/kernel_table.hpp"
 #include "dash_attn/types.hpp"
 
 #define DASH_TEST_CUDA(call)                                                          \
@@ -21,6 +23,35 @@
   } while (0)
 
 namespace dash_attn::testing {
+
+// The kernel table rows this build compiled (-DDASH_KERNELS trims them): the
+// GPU tests cover exactly these.
+struct KernelRow {
+  DType dtype;
+  int64_t head_dim;
+};
+
+inline std::vector<KernelRow> compiled_rows(Pass pass) {
+#define DASH_TEST_ROW(row_dtype, row_head_dim) KernelRow{DType::k##row_dtype, row_head_dim},
+  const std::vector<KernelRow> forward{DASH_COMPILED_FORWARD_KERNELS(DASH_TEST_ROW)};
+  const std::vector<KernelRow> backward{DASH_COMPILED_BACKWARD_KERNELS(DASH_TEST_ROW)};
+#undef DASH_TEST_ROW
+  return pass == Pass::kForward ? forward : backward;
+}
+
+inline bool is_compiled(Pass pass, DType dtype, int64_t head_dim) {
+  for (const KernelRow& row : compiled_rows(pass))
+    if (row.dtype == dtype && row.head_dim == head_dim) return true;
+  return false;
+}
+
+// The compiled head dims of one dtype, in table order.
+inline std::vector<int64_t> compiled_head_dims(Pass pass, DType dtype) {
+  std::vector<int64_t> dims;
+  for (const KernelRow& row : compiled_rows(pass))
+    if (row.dtype == dtype) dims.push_back(row.head_dim);
+  return dims;
+}
 
 // Empty when an sm_90 device is present, otherwise the reason to skip.
 inline std::string missing_sm90_reason() {

@@ -108,14 +108,13 @@ std::vector<ProblemCase> accuracy_cases() {
       {1, 640, 640, 2, 1, 0},  // several tiles per head: waves, pairs, ordered GQA adds
   };
   std::vector<ProblemCase> cases;
-  for (DType dtype : {DType::kBF16, DType::kFP16})
-    for (int64_t d : {64, 128, 256})
-      for (bool causal : {false, true})
-        for (size_t i = 0; i < std::size(shapes); ++i) {
-          ProblemShape s = shapes[i];
-          s.head_dim = d;
-          cases.push_back({dtype, s, causal, i == 1 || i == 3});
-        }
+  for (const testing::KernelRow& row : testing::compiled_rows(Pass::kBackward))
+    for (bool causal : {false, true})
+      for (size_t i = 0; i < std::size(shapes); ++i) {
+        ProblemShape s = shapes[i];
+        s.head_dim = row.head_dim;
+        cases.push_back({row.dtype, s, causal, i == 1 || i == 3});
+      }
   return cases;
 }
 
@@ -152,7 +151,7 @@ TEST_P(BackwardChainsBackToBack, TwoCtasMatchFullGrid) {
 
 std::vector<ProblemCase> back_to_back_cases() {
   std::vector<ProblemCase> cases;
-  for (int64_t d : {64, 128, 256})
+  for (int64_t d : testing::compiled_head_dims(Pass::kBackward, DType::kBF16))
     for (bool causal : {false, true}) cases.push_back({DType::kBF16, ProblemShape{2, 333, 333, 3, 3, d}, causal, false});
   return cases;
 }

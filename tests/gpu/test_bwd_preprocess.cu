@@ -14,7 +14,7 @@ TEST(BackwardPreprocess, MatchesHostComputationAndClearsAccumulators) {
   DASH_REQUIRE_SM90();
   const ProblemShape s{3, 77, 77, 4, 2, 128};
   const Options options{};
-  const host::BackwardWorkspace w = host::plan_backward_workspace(s, options);
+  const plan::BackwardWorkspace w = host::plan_backward_workspace(s, options);
   std::mt19937_64 rng(1234);
   const size_t q_count = s.batch * s.seqlen_q * s.heads_q * s.head_dim;
   std::vector<__nv_bfloat16> out_h, dout_h;

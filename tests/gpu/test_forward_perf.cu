@@ -76,7 +76,7 @@ TEST(ForwardPerf, StandardGrid) {
   PerfBuffers buffers(kTokens * kHidden);  // every row of the grid has this many elements
   std::printf("forward bf16 TFLOPS (16k tokens, hidden 2048)\n%-6s %-7s %8s %8s %8s %8s %8s %8s\n", "hdim", "mask",
               "512", "1k", "2k", "4k", "8k", "16k");
-  for (int64_t d : {64, 128, 256})
+  for (int64_t d : testing::compiled_head_dims(Pass::kForward, DType::kBF16))
     for (bool causal : {false, true}) {
       std::printf("%-6lld %-7s", static_cast<long long>(d), causal ? "causal" : "full");
       for (int64_t seqlen : {512, 1024, 2048, 4096, 8192, 16384})

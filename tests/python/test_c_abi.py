@@ -38,7 +38,7 @@ def python_constants():
 def test_header_parse_finds_every_group():
     names = header_constants()
     assert "DASH_ATTN_ABI_VERSION" in names and "DASH_OK" in names
-    for prefix in ("DASH_DTYPE_", "DASH_SCHEDULE_", "DASH_ERROR_"):
+    for prefix in ("DASH_DTYPE_", "DASH_SCHEDULE_", "DASH_ERROR_", "DASH_PASS_"):
         assert any(name.startswith(prefix) for name in names), prefix
 
 
@@ -80,7 +80,8 @@ def _fake_library(tmp_path, version):
     if compiler is None:
         pytest.skip("no C compiler to build a fake library")
     stubs = ["int dash_forward(void) { return 0; }", "int dash_backward(void) { return 0; }",
-             "int dash_backward_workspace_size(void) { return 0; }", "const char* dash_last_error(void) { return \"\"; }"]
+             "int dash_backward_workspace_size(void) { return 0; }", "const char* dash_last_error(void) { return \"\"; }",
+             "int dash_compiled_kernels(void) { return 0; }"]
     if version is not None:
         stubs.append(f"int dash_abi_version(void) {{ return {version}; }}")
     source = tmp_path / "fake.c"

@@ -1,0 +1,16 @@
+// Plans the forward's persistent work partition on the host (the tile order
+// itself, which the kernel runs, is schedule::ForwardPlan in forward_tiles.hpp).
+#pragma once
+
+#include "dash_attn/schedule/forward_tiles.hpp"
+#include "dash_attn/types.hpp"
+
+namespace dash_attn::host {
+
+// K and V bytes a section may keep in L2: about half of the H100's 50 MB (60 MB
+// on the H200), leaving room for the streamed Q and O tiles.
+inline constexpr long long kForwardL2SectionBytes = 32ll << 20;
+
+schedule::ForwardPlan plan_forward(const ProblemShape& shape, bool causal, int sm_count);
+
+}  // namespace dash_attn::host

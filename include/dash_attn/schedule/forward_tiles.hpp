@@ -1,0 +1,79 @@
+// Forward work partition: the order in which persistent CTAs take query tiles,
+// how they claim them, and how many key tiles each query tile visits. CUDA-free and
+// __host__ __device__, so the kernel and the CPU tests run the same code.
+#pragma once
+
+#include "dash_attn/host_device.hpp"
+#include "dash_attn/mask/mask_geometry.hpp"
+#include "dash_attn/tile_config.hpp"
+
+namespace dash_attn::schedule {
+
+struct ForwardWorkTile {
+  int m_block;  // query tile within the (batch, head)
+  int head;     // query head
+  int batch;
+};
+
+// Plain data: computed once on the host, read by every CTA.
+struct ForwardPlan {
+  TileShape tile;
+  int seqlen_q = 0;
+  int seqlen_k = 0;
+  bool causal = false;
+  int m_blocks = 0;       // query tiles per (batch, head)
+  int n_blocks = 0;       // key tiles per (batch, head)
+  int heads = 0;          // heads_q
+  int head_groups = 0;    // batch * heads_q
+  int section_heads = 0;  // (batch, head) pairs whose query tiles are interleaved
+  int tiles = 0;          // m_blocks * head_groups
+  int grid = 0;           // persistent CTAs: min(tiles, SMs)
+
+  // Tile `index` of the global order. Heads are taken in sections small enough
+  // that their K and V stay in L2 while every query tile of the section runs;
+  // inside a section the tiles go by descending m_block, so under a causal
+  // mask the longest tiles start first and the short ones fill the tail.
+  DASH_HOST_DEVICE ForwardWorkTile work_tile(int index) const {
+    const int section_tiles = section_heads * m_blocks;
+    const int section = index / section_tiles;
+    const int first_group = section * section_heads;
+    const int rest = index - section * section_tiles;
+    const int groups_here = head_groups - first_group < section_heads ? head_groups - first_group : section_heads;
+    const int group = first_group + rest % groups_here;
+    return ForwardWorkTile{m_blocks - 1 - rest / groups_here, group % heads, group / heads};
+  }
+
+  // Who takes which tile of that order (dynamic persistent schedule). CTA c
+  // starts with tile c; every further tile is claimed from a global counter,
+  // claim k (the counter's value before the increment) being tile grid + k, so
+  // the CTA that frees up first takes the longest tile still waiting and the
+  // causal imbalance is absorbed. `tiles` marks the end. A launch makes exactly
+  // `tiles` claims (tiles - grid that get a tile and one empty-handed claim per
+  // CTA), drawing the values 0 .. tiles - 1; the CTA that draws tiles - 1 thus
+  // knows every claim of the launch is done and zeroes the counter, which the
+  // next launch in the stream finds at zero.
+  DASH_HOST_DEVICE int first_tile(int cta) const { return cta; }
+  DASH_HOST_DEVICE int claimed_tile(int claim) const { return claim < tiles - grid ? grid + claim : tiles; }
+  DASH_HOST_DEVICE bool is_last_claim(int claim) const { return claim == tiles - 1; }
+  // Without a counter: tiles cta, cta + grid, ... (a static round robin).
+  DASH_HOST_DEVICE int static_next_tile(int index) const { return index < tiles - grid ? index + grid : tiles; }
+
+  // The mask rule (bottom-right causal, key tail) at the forward's tile sizes,
+  // with the tile counts planned on the host so the kernel does not divide.
+  DASH_HOST_DEVICE mask::MaskGeometry mask_geometry() const {
+    return mask::MaskGeometry{seqlen_q, seqlen_k, tile.block_m, tile.block_n, m_blocks, n_blocks,
+                              mask::causal_window(causal)};
+  }
+
+  // Key tiles [0, n_block_end) that query tile m_block visits; 0 when every
+  // row of the tile is fully masked (bottom-right causal with seqlen_q > seqlen_k).
+  DASH_HOST_DEVICE int n_block_end(int m_block) const { return mask_geometry().kv_end(m_block); }
+
+  // Whether some score of tile (m_block, n_block) is masked: the key tail
+  // beyond seqlen_k, or a key right of the causal diagonal of the tile's first row.
+  DASH_HOST_DEVICE bool needs_mask(int m_block, int n_block) const {
+    return mask_geometry().tile_needs_mask(m_block, n_block);
+  }
+};
+
+}  // namespace dash_attn::schedule

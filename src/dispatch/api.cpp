@@ -1,0 +1,67 @@
+#include "dash_attn/api.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "dash_attn/plan/backward_plan.hpp"
+#include "dash_attn/plan/forward_plan.hpp"
+#include "dash_attn/schedule/schedule.hpp"
+#include "device_scope.hpp"
+#include "host/validate.hpp"
+#include "kernel_dispatch.hpp"
+
+namespace dash_attn {
+
+void forward(const ForwardArgs& args, const Options& options, cudaStream_t stream) {
+  host::validate_forward(args, options);
+  const dispatch::DeviceScope scope("forward", {{"q", args.q.data}, {"k", args.k.data}, {"v", args.v.data},
+                                                {"out", args.out.data}, {"lse", args.lse.data}}, stream);
+  const float scale = host::resolved_softmax_scale(args.shape, options);
+  // The row maximum is taken on raw scores and scaled afterwards, which is
+  // only the maximum of the scaled scores when the scale is positive.
+  if (!(scale > 0.0f))
+    throw Error(ErrorCode::kNotSupported, "dash_attn::forward: the sm90 kernel needs a positive softmax_scale, got " +
+                                              std::to_string(scale));
+  const schedule::ForwardPlan plan =
+      host::plan_forward(args.shape, options.causal, dispatch::usable_sm_count("forward", options.sm_margin));
+  dispatch::launch_forward(args, scale, plan, stream);
+}
+
+std::size_t backward_workspace_size(const ProblemShape& shape, const Options& options) {
+  host::validate_problem("backward_workspace_size", shape, options);
+  return host::plan_backward_workspace(shape, options).total_bytes;
+}
+
+void backward(const BackwardArgs& args, const Options& options, cudaStream_t stream) {
+  // The shape is checked before it is planned: the plan's arithmetic assumes a valid one.
+  host::validate_problem("backward", args.shape, options);
+  const plan::BackwardWorkspace workspace = host::plan_backward_workspace(args.shape, options);
+  host::validate_backward(args, options, workspace.total_bytes);
+  const dispatch::DeviceScope scope("backward", {{"q", args.q.data}, {"k", args.k.data}, {"v", args.v.data},
+                                                 {"out", args.out.data}, {"dout", args.dout.data},
+                                                 {"lse", args.lse.data}, {"dlse", args.dlse.data}, {"dq", args.dq.data}, {"dk", args.dk.data},
+                                                 {"dv", args.dv.data}, {"workspace", args.workspace}}, stream);
+  sm90::BackwardMainConfig config;
+  config.problem = host::backward_tile_problem(args.shape, options);
+  const ScheduleKind kind = host::backward_schedule(args.shape, options);
+  config.schedule = schedule::Schedule(kind);
+  config.softmax_scale = host::resolved_softmax_scale(args.shape, options);
+  // Wave schedules need a wave of co-resident CTAs; refuse rather than risk a hang.
+  const int capacity = dispatch::backward_main_capacity(dispatch::usable_sm_count("backward", options.sm_margin));
+  const int cap = options.max_ctas > 0 ? std::min(options.max_ctas, capacity) : capacity;
+  const int need = config.schedule.required_coresidency(config.problem);
+  if (need > cap)
+    throw Error(ErrorCode::kUnsafeSchedule,
+                "dash_attn::backward: schedule '" + std::string(to_string(kind)) + "' needs " +
+                    std::to_string(need) + " co-resident CTAs (one wave of this shape) but only " + std::to_string(cap) +
+                    " are allowed (options.max_ctas = " + std::to_string(options.max_ctas) + ", options.sm_margin = " +
+                    std::to_string(options.sm_margin) + ", device holds " +
+                    std::to_string(capacity) + "); raise max_ctas or choose 'fa3' or 'descending', which run on any grid");
+  config.cooperative = need > 1;
+  config.grid = config.schedule.launch_grid(config.problem, cap);
+  sm90::launch_backward_preprocess(args, workspace, stream);
+  dispatch::launch_backward_main(args, workspace, config, stream);
+  sm90::launch_backward_postprocess(args, workspace, config.softmax_scale, stream);
+}
+
+}  // namespace dash_attn

@@ -1,0 +1,57 @@
+#include "kernel_dispatch.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "dash_attn/compiled_kernels.hpp"
+#include "dash_attn/cuda_check.hpp"
+
+namespace dash_attn::dispatch {
+namespace {
+
+[[noreturn]] void not_compiled(const char* pass, DType dtype, int64_t head_dim) {
+  throw Error(ErrorCode::kNotSupported, std::string("dash_attn::") + pass + ": no sm90 kernel is compiled for dtype " +
+                                            std::string(to_string(dtype)) + " with head_dim " +
+                                            std::to_string(head_dim) +
+                                            " (the rows of include/dash_attn/kernel_table.hpp this build has: "
+                                            "dash_attn/compiled_kernels.hpp, -DDASH_KERNELS)");
+}
+
+}  // namespace
+
+void launch_forward(const ForwardArgs& args, float softmax_scale, const schedule::ForwardPlan& plan,
+                    cudaStream_t stream) {
+#define DASH_RUN_FORWARD(row_dtype, row_head_dim)                             \
+  if (args.dtype == DType::k##row_dtype && args.shape.head_dim == row_head_dim) \
+    return sm90::run_forward<DType::k##row_dtype, row_head_dim>(args, softmax_scale, plan, stream);
+  DASH_COMPILED_FORWARD_KERNELS(DASH_RUN_FORWARD)
+#undef DASH_RUN_FORWARD
+  not_compiled("forward", args.dtype, args.shape.head_dim);
+}
+
+void launch_backward_main(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
+                          const sm90::BackwardMainConfig& config, cudaStream_t stream) {
+#define DASH_RUN_BACKWARD(row_dtype, row_head_dim)                            \
+  if (args.dtype == DType::k##row_dtype && args.shape.head_dim == row_head_dim) \
+    return sm90::run_backward_main<DType::k##row_dtype, row_head_dim>(args, workspace, config, stream);
+  DASH_COMPILED_BACKWARD_KERNELS(DASH_RUN_BACKWARD)
+#undef DASH_RUN_BACKWARD
+  not_compiled("backward", args.dtype, args.shape.head_dim);
+}
+
+int usable_sm_count(const char* function, int sm_margin) {
+  int device = 0, sms = 0;
+  DASH_CUDA_CHECK(cudaGetDevice(&device));
+  DASH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (sm_margin >= sms)
+    throw Error(ErrorCode::kInvalidArgument, std::string("dash_attn::") + function + ": argument 'options.sm_margin': " +
+                                                 std::to_string(sm_margin) + " leaves none of the device's " +
+                                                 std::to_string(sms) + " SMs");
+  return sms - sm_margin;
+}
+
+// Every backward instantiation uses more than half of an SM's shared memory: one CTA per SM.
+int backward_main_capacity(int sm_count) { return sm_count; }
+
+}  // namespace dash_attn::dispatch

@@ -1,0 +1,162 @@
+// dK, dV of one chain from the MMA warpgroups' registers to global memory.
+// For MHA staged in shared memory with stmatrix, as BwdTraits says
+// (kDkvInOneDsStage, kDkvStagedInKv): by TMA stores from the dS buffers at
+// hdim 64 and 128, the last of which runs on into the next chain; at hdim 256
+// from the K and V buffers with coalesced 16-byte stores, whole 128-byte lines
+// where the accumulator layout would scatter 16-byte pieces over 8 rows. For
+// GQA/MQA added into the fp32 accumulators of the kv-head, in ascending q-head
+// order when deterministic (separate dK and dV counters so one q-head adds dK
+// while the next adds dV).
+#pragma once
+
+#include "bwd_params_sm90.hpp"
+#include "bwd_barriers_sm90.hpp"
+#include "kernels/sm90/common/sync_sm90.hpp"
+#include "kernels/sm90/common/wgmma_sm90.hpp"
+
+namespace dash_attn::sm90::bwd {
+
+template <class Traits>
+struct BwdEpilogue {
+  using Element = typename Traits::Element;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kTileElements = cosize_v<typename Traits::SmemLayoutK>;
+  static_assert(kTileElements <= Traits::kDsBuffers * cosize_v<typename Traits::SmemLayoutDs>,
+                "a dK/dV tile must fit in the dS buffers");
+
+  const BwdParams<Traits>& params;
+  typename Traits::SharedStorage& smem;
+  int thread;  // 0..kMmaThreads-1
+
+  // staging: where BwdMainloop::dkv_staging puts dK and dV in the dS buffers.
+  template <class FragDk, class FragDv>
+  __device__ void store(const ChainWork& work, FragDk& dk, FragDv& dv, Element* staging) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(dk); ++i) dk(i) *= params.softmax_scale;
+    if (params.dk_accum == nullptr) {
+      // Before the first stmatrix: the other warpgroup's last GEMMs may still read dS, K and V.
+      sync();
+      if constexpr (Traits::kDkvStagedInKv) {
+        stage(dk, smem.k);
+        stage(dv, smem.v);
+        sync();
+        write_rows(work, smem.k, params.dk, params.dk_strides);
+        write_rows(work, smem.v, params.dv, params.dv_strides);
+        // K and V go back to the producer (the mainloop left this arrive to
+        // the epilogue); its TMA loads (async proxy) overwrite what this
+        // thread just read.
+        fence_proxy_async_shared();
+        cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
+      } else if constexpr (Traits::kDkvInOneDsStage) {
+        // The previous chain's stores read the other dS stage; after the next
+        // barrier every thread may reuse it.
+        if (thread == 0) tma_store_wait<0>();
+        stage(dk, staging);
+        stage(dv, staging + kTileElements);
+        fence_proxy_async_shared();
+        sync();
+        if (thread == 0) {
+          tma_store_tile(params.tma_dk, staging, work);
+          tma_store_tile(params.tma_dv, staging + kTileElements, work);
+          tma_store_arrive();
+        }
+      } else {
+        stage_and_store(dk, params.tma_dk, staging, work);
+        // dK has been read out of the buffers dV goes to.
+        if (thread == 0) tma_store_wait<0>();
+        sync();
+        stage_and_store(dv, params.tma_dv, staging, work);
+      }
+      return;
+    }
+    typename Traits::TiledMmaDkv mma_dkv;
+    Tensor coord = mma_dkv.get_thread_slice(thread).partition_C(
+        make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+    const int64_t tile =
+        (static_cast<int64_t>(work.batch) * params.problem.heads_kv + work.head_kv) * work.tiles.kv_tiles() + work.kv;
+    const int rank = params.schedule.dkv_rank(params.problem, work.head_q);
+    accumulate(dv, coord, params.dv_accum + tile * kBlockN * kHeadDim, params.dv_counters, tile, rank);
+    accumulate(dk, coord, params.dk_accum + tile * kBlockN * kHeadDim, params.dk_counters, tile, rank);
+  }
+
+ private:
+  // All MMA threads.
+  __device__ static void sync() { named_barrier_sync(static_cast<uint32_t>(BwdBarrier::kEpilogue), Traits::kMmaThreads); }
+
+  // Accumulator -> (kBlockN x kHeadDim) tile in K's shared layout, rows = keys.
+  template <class Frag>
+  __device__ void stage(const Frag& acc, Element* buffer) const {
+    typename Traits::TiledMmaDkv mma_dkv;
+    Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
+    auto r2s = make_tiled_copy_C(typename Traits::SmemCopyAtomAcc{}, mma_dkv);
+    auto thr_r2s = r2s.get_thread_slice(thread);
+    Tensor converted = convert_fragment<Element>(acc);
+    copy(r2s, thr_r2s.retile_S(converted), thr_r2s.partition_D(s_tile));
+  }
+
+  // One tile through `buffer`: staged by every thread, then stored by TMA
+  // from thread 0 (not awaited).
+  template <class Frag, class TmaStore>
+  __device__ void stage_and_store(const Frag& acc, const TmaStore& tma, Element* buffer, const ChainWork& work) const {
+    stage(acc, buffer);
+    fence_proxy_async_shared();
+    sync();
+    if (thread == 0) {
+      tma_store_tile(tma, buffer, work);
+      tma_store_arrive();
+    }
+  }
+
+  // The staged (kBlockN x kHeadDim) tile to rows [kv * kBlockN, ...) of the
+  // (MHA) head; TMA drops the rows past seqlen_k.
+  template <class TmaStore>
+  __device__ void tma_store_tile(const TmaStore& tma, Element* buffer, const ChainWork& work) const {
+    const schedule::TileProblem& p = params.problem;
+    Tensor m_out = tma.get_tma_tensor(make_shape(p.seqlen_k, Int<kHeadDim>{}, p.heads_kv, p.batch));
+    Tensor g_out = local_tile(m_out(_, _, work.head_kv, work.batch), Shape<Int<kBlockN>, Int<kHeadDim>>{},
+                              make_coord(work.kv, _0{}));
+    Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
+    auto [tma_g, tma_s] = tma_partition(tma, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_tile), group_modes<0, 2>(g_out));
+    copy(tma, tma_s, tma_g);
+  }
+
+  // Each warpgroup writes back half of the staged key rows, 16 bytes per
+  // thread and consecutive threads along a row.
+  __device__ void write_rows(const ChainWork& work, const Element* buffer, Element* out, const int64_t* strides) const {
+    constexpr int kChunksPerRow = kHeadDim / 8;
+    constexpr int kRows = kBlockN / Traits::kMmaWarpgroups;
+    Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
+    Element* base = out + work.batch * strides[0] + work.head_q * strides[2];
+    const int first_row = thread / 128 * kRows;
+    CUTE_UNROLL
+    for (int i = thread % 128; i < kRows * kChunksPerRow; i += 128) {
+      const int row = first_row + i / kChunksPerRow, col = i % kChunksPerRow * 8;
+      const int key = work.kv * kBlockN + row;
+      if (key < work.tiles.seqlen_k)
+        *reinterpret_cast<uint4*>(base + key * strides[1] + col) = *reinterpret_cast<const uint4*>(&s_tile(row, col));
+    }
+  }
+
+  template <class Frag, class Coord>
+  __device__ void accumulate(const Frag& acc, const Coord& coord, float* tile_accum, int* counters, int64_t tile,
+                             int rank) const {
+    const bool ordered = rank != schedule::kUnordered;
+    if (ordered) {
+      if (thread == 0) wait_for_rank(counters + tile, rank);
+      sync();
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      float* dst = tile_accum + get<0>(coord(i)) * kHeadDim + get<1>(coord(i));
+      atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc(i), acc(i + 1)));
+    }
+    if (ordered) {
+      __threadfence();
+      sync();
+      if (thread == 0) release_increment(counters + tile);
+    }
+  }
+};
+
+}  // namespace dash_attn::sm90::bwd

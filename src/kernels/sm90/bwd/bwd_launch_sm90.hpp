@@ -1,0 +1,107 @@
+// Host side of one backward main-kernel instantiation: turns the logical
+// arguments into BwdParams (TMA descriptors, workspace pointers) and launches.
+// Included only by the per-instantiation bwd_main_sm90_*.cu files.
+#pragma once
+
+#include <cmath>
+
+#include "bwd_kernel_sm90.hpp"
+#include "dash_attn/cuda_check.hpp"
+#include "kernels/sm90/launch.hpp"
+#include "kernels/sm90/common/launch_sm90.hpp"
+#include "kernels/sm90/common/tma_sm90.hpp"
+
+namespace dash_attn::sm90::bwd {
+
+template <class Traits>
+typename BwdParams<Traits>::GmemTensor gmem_tensor(const TensorView& t, int64_t batch, int64_t seqlen, int64_t heads) {
+  using Element = typename Traits::Element;
+  const int64_t seq_stride = tma_stride(seqlen, t.seq_stride, Traits::kHeadDim);
+  const int64_t head_stride = tma_stride(heads, t.head_stride, seq_stride * seqlen);
+  const int64_t batch_stride = tma_stride(batch, t.batch_stride, head_stride * heads);
+  return make_tensor(make_gmem_ptr(static_cast<const Element*>(t.data)),
+                     typename BwdParams<Traits>::GmemLayout(
+                         make_shape(static_cast<int>(seqlen), Int<Traits::kHeadDim>{}, static_cast<int>(heads),
+                                    static_cast<int>(batch)),
+                         make_stride(seq_stride, _1{}, head_stride, batch_stride)));
+}
+
+template <class Element, int kHeadDim>
+void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorkspace& w, const BackwardMainConfig& c,
+                               cudaStream_t stream) {
+  using Traits = BwdTraits<Element, kHeadDim>;
+  const ProblemShape& s = a.shape;
+  auto* base = static_cast<char*>(a.workspace);
+  auto at = [&](const plan::WorkspaceSlice& slice) { return slice.bytes ? base + slice.offset : nullptr; };
+
+  BwdParams<Traits> p;
+  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.q, s.batch, s.seqlen_q, s.heads_q),
+                          typename Traits::SmemLayoutQStage{});
+  p.tma_dout = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.dout, s.batch, s.seqlen_q, s.heads_q),
+                             typename Traits::SmemLayoutQStage{});
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.k, s.batch, s.seqlen_k, s.heads_kv),
+                          typename Traits::SmemLayoutK{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.v, s.batch, s.seqlen_k, s.heads_kv),
+                          typename Traits::SmemLayoutK{});
+  p.tma_dk = make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Traits>(a.dk, s.batch, s.seqlen_k, s.heads_kv),
+                           typename Traits::SmemLayoutK{});
+  p.tma_dv = make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Traits>(a.dv, s.batch, s.seqlen_k, s.heads_kv),
+                           typename Traits::SmemLayoutK{});
+  check_tma_descriptor(p.tma_q, "backward", "q");
+  check_tma_descriptor(p.tma_dout, "backward", "dout");
+  check_tma_descriptor(p.tma_k, "backward", "k");
+  check_tma_descriptor(p.tma_v, "backward", "v");
+  check_tma_descriptor(p.tma_dk, "backward", "dk");
+  check_tma_descriptor(p.tma_dv, "backward", "dv");
+  p.schedule = c.schedule;
+  p.problem = c.problem;
+  p.total_items = p.schedule.total_items(c.problem);
+  p.softmax_scale = c.softmax_scale;
+  p.scale_log2 = c.softmax_scale * static_cast<float>(M_LOG2E);
+  p.lse_log2 = reinterpret_cast<const float*>(at(w.lse_log2));
+  p.dpsum = reinterpret_cast<const float*>(at(w.dpsum));
+  p.dq_accum = reinterpret_cast<float*>(at(w.dq_accum));
+  p.dq_counters = reinterpret_cast<int*>(at(w.dq_counters));
+  p.dk_accum = reinterpret_cast<float*>(at(w.dk_accum));
+  p.dv_accum = reinterpret_cast<float*>(at(w.dv_accum));
+  if (w.dkv_counters.bytes) {
+    p.dk_counters = reinterpret_cast<int*>(at(w.dkv_counters));
+    p.dv_counters = p.dk_counters + w.dkv_counters.bytes / sizeof(int) / 2;
+  }
+  p.dk = static_cast<Element*>(a.dk.data);
+  p.dv = static_cast<Element*>(a.dv.data);
+  const int64_t dk_strides[3] = {a.dk.batch_stride, a.dk.seq_stride, a.dk.head_stride};
+  const int64_t dv_strides[3] = {a.dv.batch_stride, a.dv.seq_stride, a.dv.head_stride};
+  for (int i = 0; i < 3; ++i) p.dk_strides[i] = dk_strides[i], p.dv_strides[i] = dv_strides[i];
+  p.work_counter = reinterpret_cast<int*>(at(w.work_counter));
+  p.claim_ahead = p.schedule.required_coresidency(c.problem) <= 1;
+
+  constexpr auto kernel = &bwd_main_kernel<Traits>;
+  allow_dynamic_shared_memory<kernel>(Traits::kSmemBytes);
+  DASH_CUDA_CHECK(cudaMemsetAsync(p.work_counter, 0, sizeof(int), stream));
+  cudaLaunchConfig_t launch{};
+  launch.gridDim = dim3(c.grid);
+  launch.blockDim = dim3(Traits::kThreads);
+  launch.dynamicSmemBytes = Traits::kSmemBytes;
+  launch.stream = stream;
+  // Wave schedules wait on later members of a wave: all CTAs must be resident at once.
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = c.cooperative ? 1 : 0;
+  launch.attrs = &cooperative;
+  launch.numAttrs = 1;
+  DASH_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, p));
+}
+
+}  // namespace dash_attn::sm90::bwd
+
+namespace dash_attn::sm90 {
+
+template <DType kDType, int kHeadDim>
+void run_backward_main(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
+                       const BackwardMainConfig& config, cudaStream_t stream) {
+  using Element = std::conditional_t<kDType == DType::kBF16, cutlass::bfloat16_t, cutlass::half_t>;
+  bwd::launch_backward_main_sm90<Element, kHeadDim>(args, workspace, config, stream);
+}
+
+}  // namespace dash_attn::sm90

@@ -1,0 +1,142 @@
+// The producer warp: claims the work items, publishes their chains to the MMA
+// warpgroups and each step's dQ task to the dQ writers, and issues the TMA
+// loads: K and V once per chain, Q (+ its row statistics LSE and D) and dO per
+// Q tile through the mbarrier pipelines, in the chain's Q-tile order. One
+// lane does everything.
+//
+// It runs a chain ahead of the MMA warpgroups: the next chain's first Q/dO
+// tile is loaded during the current chain's last step, and its K/V as soon as
+// the last GEMM of the current chain has read K and V (kv_empty), while the
+// MMA warpgroups write dK/dV back. Claiming the next item early is live when
+// every wait targets an earlier claim: a CTA's claimed-but-unstarted item is
+// always later than the one it works on, so the earliest unfinished item is
+// one a CTA works on and it waits for nobody unfinished. Wave schedules wait
+// on later wave members, which an early claim could hold back behind a chain
+// that waits for them; for them the producer claims only once its CTA has
+// finished everything claimed before (params.claim_ahead == false).
+#pragma once
+
+#include "bwd_mainloop_sm90.hpp"
+
+namespace dash_attn::sm90::bwd {
+
+template <class Traits>
+struct BwdProducer {
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+
+  const BwdParams<Traits>& params;
+  typename Traits::SharedStorage& smem;
+  // Steps issued so far (Q tiles loaded, dQ tasks published): the next
+  // step's Q/dO stage (and dQ stage) is bit 0, the stage's phase bit 1, and
+  // bit 2 the phase of its task slot.
+  uint32_t steps = 0;
+  cutlass::PipelineState<2> chain_slot;  // next slot of the chain ring; its stage is the parity of the chains published
+
+  __device__ void run() {
+    for (;;) {
+      if (!params.claim_ahead) wait_until_drained();
+      const int index = atomicAdd(params.work_counter, 1);
+      if (index >= params.total_items) break;
+      const schedule::WorkItem item = params.schedule.work_item(params.problem, index);
+      // Constant indices into item.kv keep the item in registers.
+      run_chain(ChainWork{item.batch, item.head_q, item.head_kv, item.kv[0], item.tiles});
+      if (item.num_chains > 1) run_chain(ChainWork{item.batch, item.head_q, item.head_kv, item.kv[1], item.tiles});
+    }
+    ChainWork done{};
+    done.kv = -1;
+    publish_chain(done);
+    // Each dQ writer takes one more task from its stage: the stop.
+    for (int s = 0; s < Traits::kStages; ++s) publish_task(DqTask{-1, 0, 0, 0});
+  }
+
+ private:
+  __device__ void run_chain(const ChainWork& work) {
+    publish_chain(work);
+    const schedule::TileProblem& p = params.problem;
+    Tensor m_q = params.tma_q.get_tma_tensor(make_shape(p.seqlen_q, Int<kHeadDim>{}, p.heads_q, p.batch));
+    Tensor m_do = params.tma_dout.get_tma_tensor(make_shape(p.seqlen_q, Int<kHeadDim>{}, p.heads_q, p.batch));
+    auto q_tiler = Shape<Int<kBlockM>, Int<kHeadDim>>{};
+    Tensor g_q = local_tile(m_q(_, _, work.head_q, work.batch), q_tiler, make_coord(_, _0{}));
+    Tensor g_do = local_tile(m_do(_, _, work.head_q, work.batch), q_tiler, make_coord(_, _0{}));
+    Tensor s_q = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});
+    Tensor s_do = make_tensor(make_smem_ptr(smem.dout), typename Traits::SmemLayoutQ{});
+    auto [tma_g_q, tma_s_q] = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_q), group_modes<0, 2>(g_q));
+    auto [tma_g_do, tma_s_do] = tma_partition(params.tma_dout, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_do), group_modes<0, 2>(g_do));
+
+    using Barrier = cutlass::arch::ClusterTransactionBarrier;
+    const int64_t head_tiles = (static_cast<int64_t>(work.batch) * p.heads_q + work.head_q) * work.tiles.q_tiles();
+    for (auto cursor = params.schedule.chain(work.tiles, work.kv); cursor.valid(); cursor.advance()) {
+      const int q_tile = cursor.q_tile();
+      const int stage = steps % 2;
+      const uint32_t phase = steps / 2 % 2;
+      const int64_t first_row = (head_tiles + q_tile) * kBlockM;
+      cutlass::arch::ClusterBarrier::wait(&smem.q_empty[stage], phase ^ 1);
+      // Both row statistics travel with Q: the Q stage is the one every MMA thread releases.
+      Barrier::arrive_and_expect_tx(&smem.q_full[stage], Traits::kQBytes + 2 * Traits::kRowStatBytes);
+      copy(params.tma_q.with(smem.q_full[stage]), tma_g_q(_, q_tile), tma_s_q(_, stage));
+      bulk_copy_g2s(smem.lse_log2[stage], params.lse_log2 + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
+      bulk_copy_g2s(smem.dpsum[stage], params.dpsum + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
+      // kDqInQStage: q_empty covers dO too (the dQ tile lay over both).
+      if constexpr (!Traits::kDqInQStage) cutlass::arch::ClusterBarrier::wait(&smem.dout_empty[stage], phase ^ 1);
+      Barrier::arrive_and_expect_tx(&smem.dout_full[stage], Traits::kQBytes);
+      copy(params.tma_dout.with(smem.dout_full[stage]), tma_g_do(_, q_tile), tma_s_do(_, stage));
+      // The dQ writer needs its task only once the loads are on their way.
+      publish_task(DqTask{static_cast<int>(head_tiles + q_tile), work.batch, work.kv, q_tile});
+      // K and V after the first Q tile, whose stage the previous chain freed earlier.
+      if (cursor.step() == 0) load_kv(work);
+    }
+  }
+
+  // Waits until the previous chain's last GEMM has read K and V, then loads this chain's.
+  __device__ void load_kv(const ChainWork& work) {
+    const schedule::TileProblem& p = params.problem;
+    Tensor m_k = params.tma_k.get_tma_tensor(make_shape(p.seqlen_k, Int<kHeadDim>{}, p.heads_kv, p.batch));
+    Tensor m_v = params.tma_v.get_tma_tensor(make_shape(p.seqlen_k, Int<kHeadDim>{}, p.heads_kv, p.batch));
+    auto k_tiler = Shape<Int<kBlockN>, Int<kHeadDim>>{};
+    Tensor g_k = local_tile(m_k(_, _, work.head_kv, work.batch), k_tiler, make_coord(work.kv, _0{}));
+    Tensor g_v = local_tile(m_v(_, _, work.head_kv, work.batch), k_tiler, make_coord(work.kv, _0{}));
+    Tensor s_k = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemLayoutK{});
+    Tensor s_v = make_tensor(make_smem_ptr(smem.v), typename Traits::SmemLayoutK{});
+    auto [tma_g_k, tma_s_k] = tma_partition(params.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_k), group_modes<0, 2>(g_k));
+    auto [tma_g_v, tma_s_v] = tma_partition(params.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_v), group_modes<0, 2>(g_v));
+    // This chain is the n-th published (n counted from 1, n % 2 == chain_slot.index());
+    // its predecessor's release completes phase n - 2 (the first chain's wait passes at once).
+    cutlass::arch::ClusterBarrier::wait(&smem.kv_empty, chain_slot.index());
+    using Barrier = cutlass::arch::ClusterTransactionBarrier;
+    Barrier::arrive_and_expect_tx(&smem.kv_full, 2 * Traits::kKBytes);
+    copy(params.tma_k.with(smem.kv_full), tma_g_k, tma_s_k);
+    copy(params.tma_v.with(smem.kv_full), tma_g_v, tma_s_v);
+  }
+
+  // Hands the dQ writer of the step's stage its task (after the writer has
+  // read the slot's previous task) and counts the step.
+  __device__ void publish_task(const DqTask& task) {
+    const int stage = steps % 2, slot = steps / 2 % 2;
+    cutlass::arch::ClusterBarrier::wait(&smem.dq_task_empty[stage][slot], (steps / 4 % 2) ^ 1);
+    smem.dq_tasks[stage][slot] = task;
+    cutlass::arch::ClusterBarrier::arrive(&smem.dq_task_full[stage][slot]);
+    ++steps;
+  }
+
+  __device__ void publish_chain(const ChainWork& work) {
+    cutlass::arch::ClusterBarrier::wait(&smem.chain_empty[chain_slot.index()], chain_slot.phase() ^ 1);
+    smem.chains[chain_slot.index()] = work;
+    cutlass::arch::ClusterBarrier::arrive(&smem.chain_full[chain_slot.index()]);
+    ++chain_slot;
+  }
+
+  // Until the MMA warpgroups have finished the last published chain (dK/dV
+  // written) and the dQ writers every published add (released).
+  __device__ void wait_until_drained() {
+    if (steps == 0) return;
+    // The last published chain used the slot before chain_slot.
+    const int last = chain_slot.index() ^ 1;
+    const uint32_t last_phase = chain_slot.index() == 0 ? chain_slot.phase() ^ 1 : chain_slot.phase();
+    cutlass::arch::ClusterBarrier::wait(&smem.chain_empty[last], last_phase);
+    while (atomicAdd(&smem.dq_tasks_done, 0) < static_cast<int>(steps)) __nanosleep(32);
+  }
+};
+
+}  // namespace dash_attn::sm90::bwd

@@ -1,0 +1,143 @@
+// Forward kernel: warp roles, shared storage and the persistent tile loop.
+//
+//   warpgroup 0  producer: one thread issues every TMA load (Q per tile, K and V
+//                per key tile through two-stage mbarrier pipelines); the
+//                warpgroup gives its registers away (setmaxnreg 24).
+//   warpgroups 1, 2  consumers (setmaxnreg 240): rows 0-63 and 64-127 of the
+//                query tile; wgmma, online softmax, epilogue.
+// Tiles come from the one order of schedule::ForwardPlan; a CTA starts with tile
+// blockIdx.x and then claims the next index from a global counter (dynamic
+// persistent scheduling). The producer thread claims, right after issuing the
+// loads of its current tile, and hands the index to the consumers through
+// shared memory and two mbarriers, so both roles walk the same tiles.
+#pragma once
+
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "fwd_epilogue_sm90.hpp"
+#include "fwd_mainloop_sm90.hpp"
+
+namespace dash_attn::sm90::fwd {
+
+// CUTLASS's mbarrier asm has no memory clobber; this keeps the compiler from
+// moving the shared next_tile access across the arrive / wait around it (the
+// mbarrier's own release / acquire semantics order it for the hardware).
+CUTE_DEVICE void compiler_fence() { asm volatile("" ::: "memory"); }
+
+template <class Traits>
+class FwdKernelSm90 {
+ public:
+  using Mainloop = FwdMainloopSm90<Traits>;
+  using Epilogue = FwdEpilogueSm90<Traits>;
+  using SharedStorage = typename Traits::SharedStorage;
+  static constexpr int kThreads = Traits::kThreads;
+  static constexpr int kSharedBytes = Traits::kSharedBytes;
+
+  struct Params {
+    typename Mainloop::Params mainloop;
+    typename Epilogue::Params epilogue;
+    schedule::ForwardPlan plan;
+    // Claim counter, zero at launch and zeroed again by the last claim; null:
+    // the static order cta, cta + grid, ...
+    int* tile_counter;
+  };
+
+  CUTE_DEVICE void operator()(Params const& params, char* smem_bytes) const {
+    using namespace cute;
+    using PipelineQ = typename Traits::PipelineQ;
+    using PipelineKV = typename Traits::PipelineKV;
+    auto& smem = *reinterpret_cast<SharedStorage*>(smem_bytes);
+    const int warp_group = cutlass::canonical_warp_group_idx();
+    const bool is_producer = warp_group == 0;
+    const bool is_leader = is_producer && threadIdx.x == 0;
+    schedule::ForwardPlan const& plan = params.plan;
+
+    if (threadIdx.x == 0) Mainloop::prefetch_descriptors(params.mainloop);
+
+    using Role = typename PipelineKV::ThreadCategory;
+    typename PipelineQ::Params pq{};
+    pq.transaction_bytes = Traits::kQBytes;
+    pq.role = is_producer ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
+    pq.is_leader = is_leader;
+    pq.num_consumers = Traits::kConsumerThreads;
+    typename PipelineKV::Params pkv{};
+    pkv.transaction_bytes = Traits::kKVBytes;
+    pkv.role = is_producer ? Role::Producer : Role::Consumer;
+    pkv.is_leader = is_leader;
+    pkv.num_consumers = Traits::kConsumerThreads;
+    // The constructors initialise the barriers (warp 0); the CTA-wide sync
+    // below publishes them before anyone waits.
+    PipelineQ pipeline_q(smem.pipeline_q, pq, Shape<_1, _1, _1>{});
+    PipelineKV pipeline_k(smem.pipeline_k, pkv, Shape<_1, _1, _1>{});
+    PipelineKV pipeline_v(smem.pipeline_v, pkv, Shape<_1, _1, _1>{});
+    if (threadIdx.x == 0) {
+      cutlass::arch::ClusterBarrier::init(&smem.tile_full, 1);
+      cutlass::arch::ClusterBarrier::init(&smem.tile_empty, Traits::kConsumerThreads);
+      cutlass::arch::fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (is_producer) {
+      cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
+      if (threadIdx.x != 0) return;
+      auto state_q = cutlass::make_producer_start_state<PipelineQ>();
+      auto state_kv = cutlass::make_producer_start_state<PipelineKV>();
+      uint32_t empty_phase = 1;  // the slot starts empty
+      for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
+        const schedule::ForwardWorkTile work = plan.work_tile(index);
+        const int n_block_end = plan.n_block_end(work.m_block);
+        if (n_block_end > 0)
+          Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work, n_block_end);
+        if (params.tile_counter != nullptr) {
+          const int claim = atomicAdd(params.tile_counter, 1);
+          if (plan.is_last_claim(claim)) atomicExch(params.tile_counter, 0);
+          index = plan.claimed_tile(claim);
+        } else {
+          index = plan.static_next_tile(index);
+        }
+        cutlass::arch::ClusterBarrier::wait(&smem.tile_empty, empty_phase);
+        empty_phase ^= 1;
+        compiler_fence();
+        smem.next_tile = index;
+        compiler_fence();
+        cutlass::arch::ClusterBarrier::arrive(&smem.tile_full);  // release: the consumers see next_tile
+      }
+    } else {
+      cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
+      const int thread_idx = threadIdx.x - 128;
+      const int consumer_wg = thread_idx / 128;
+      cutlass::PipelineState<1> state_q;
+      cutlass::PipelineState<Traits::kStages> state_k, state_v;
+      typename Traits::TiledMmaPV mma_pv;
+      Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{});
+      OnlineSoftmax<2> softmax(params.mainloop.scale_log2);
+      // Consumer warpgroup 0 takes the first GEMM turn.
+      if (consumer_wg == 1) Mainloop::pass_turn(consumer_wg);
+      uint32_t full_phase = 0;
+      for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
+        const schedule::ForwardWorkTile work = plan.work_tile(index);
+        const int n_block_end = plan.n_block_end(work.m_block);
+        clear(tOrO);
+        softmax.reset();
+        if (n_block_end > 0)
+          Mainloop::mma(params.mainloop, plan, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v,
+                        thread_idx, work, n_block_end, tOrO, softmax);
+        Epilogue::store(params.epilogue, plan, thread_idx, work, tOrO, softmax);
+        cutlass::arch::ClusterBarrier::wait(&smem.tile_full, full_phase);
+        full_phase ^= 1;
+        compiler_fence();
+        index = smem.next_tile;
+        compiler_fence();
+        cutlass::arch::ClusterBarrier::arrive(&smem.tile_empty);
+      }
+    }
+  }
+};
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::kThreads, 1) fwd_kernel_sm90(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
+  extern __shared__ __align__(1024) char smem[];
+  Kernel{}(params, smem);
+}
+
+}  // namespace dash_attn::sm90::fwd

@@ -1,0 +1,126 @@
+// Online softmax on wgmma accumulators, in base 2 with the softmax scale
+// folded into one FFMA per score: p = exp2(s * scale * log2(e) - m * scale * log2(e)).
+// Each thread of an m64nNk16 wgmma holds two rows of the 64-row tile; the
+// other three threads of its quad hold the rest of those rows.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include <cmath>
+
+#include "kernels/sm90/common/exp2_approx.hpp"
+
+namespace dash_attn::sm90::fwd {
+
+// ((2 cols, 2 rows, N/8 col groups), MMA_M, MMA_N) -> ((2 rows, MMA_M), (2 cols, N/8, MMA_N)).
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto accumulator_rows_cols(Layout const& acc) {
+  using namespace cute;
+  return make_layout(make_layout(get<0, 1>(acc), get<1>(acc)),
+                     make_layout(get<0, 0>(acc), get<0, 2>(acc), get<2>(acc)));
+}
+
+template <class Tensor>
+CUTE_DEVICE auto rows_cols_view(Tensor&& t) {
+  return cute::make_tensor(t.data(), accumulator_rows_cols(t.layout()));
+}
+
+// Sets to -inf every score of key column >= the row's limit: the seqlen_k
+// tail, and under the bottom-right causal mask key j > row + seqlen_k - seqlen_q.
+template <class TensorS, class TensorCoord>
+CUTE_DEVICE void apply_mask(TensorS& scores, TensorCoord const& coords, int row_offset, int col_offset, int seqlen_q,
+                            int seqlen_k, bool causal) {
+  using namespace cute;
+  auto s = rows_cols_view(scores);
+  auto c = rows_cols_view(coords);
+  CUTE_UNROLL
+  for (int r = 0; r < size<0>(s); ++r) {
+    const int row = row_offset + get<0>(c(r, 0));
+    const int diagonal_limit = row + 1 + seqlen_k - seqlen_q;
+    const int limit = causal && diagonal_limit < seqlen_k ? diagonal_limit : seqlen_k;
+    CUTE_UNROLL
+    for (int j = 0; j < size<1>(s); ++j) {
+      if (col_offset + get<1>(c(r, j)) >= limit) s(r, j) = -INFINITY;
+    }
+  }
+}
+
+template <int kRows>
+struct OnlineSoftmax {
+  static constexpr int kRowsPerThread = kRows;
+  float scale_log2;
+  float row_max[kRows];
+  float row_sum[kRows];  // this thread's partial sum; reduced over the quad at the end
+
+  CUTE_DEVICE explicit OnlineSoftmax(float scale_log2_) : scale_log2(scale_log2_) { reset(); }
+
+  CUTE_DEVICE void reset() {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
+  }
+
+  // Scores -> unnormalised probabilities, in place. Returns through `rescale`
+  // the factor by which earlier rows of O and the running sum must shrink.
+  template <class TensorS>
+  CUTE_DEVICE void update(TensorS& scores, float (&rescale)[kRows]) {
+    using namespace cute;
+    auto s = rows_cols_view(scores);
+    static_assert(decltype(size<0>(s))::value == kRows);
+    constexpr int kCols = decltype(size<1>(s))::value;
+    // Four independent partial maxima and sums: the reductions are chains of
+    // dependent instructions otherwise.
+    constexpr int kLanes = 4;
+    static_assert(kCols % kLanes == 0);
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float partial[kLanes];
+      CUTE_UNROLL
+      for (int i = 0; i < kLanes; ++i) partial[i] = s(r, i);
+      CUTE_UNROLL
+      for (int j = kLanes; j < kCols; ++j) partial[j % kLanes] = fmaxf(partial[j % kLanes], s(r, j));
+      float m = fmaxf(fmaxf(row_max[r], fmaxf(partial[0], partial[1])), fmaxf(partial[2], partial[3]));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      // A row with no visible key yet keeps m = -inf; subtracting 0 instead
+      // keeps every exp2 argument -inf (p = 0) rather than NaN.
+      const float m_scaled = m == -INFINITY ? 0.0f : m * scale_log2;
+      rescale[r] = exp2_approx(row_max[r] * scale_log2 - m_scaled);
+      row_max[r] = m;
+      CUTE_UNROLL
+      for (int i = 0; i < kLanes; ++i) partial[i] = 0.0f;
+      CUTE_UNROLL
+      for (int j = 0; j < kCols; ++j) {
+        s(r, j) = exp2_approx(s(r, j) * scale_log2 - m_scaled);
+        partial[j % kLanes] += s(r, j);
+      }
+      row_sum[r] = row_sum[r] * rescale[r] + ((partial[0] + partial[1]) + (partial[2] + partial[3]));
+    }
+  }
+
+  // 1 / rowsum for O (0 for a fully masked row, whose O is then 0) and the
+  // natural-log LSE (-inf for a fully masked row).
+  CUTE_DEVICE void finalize(float (&inverse_sum)[kRows], float (&lse)[kRows]) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float sum = row_sum[r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const bool empty = sum == 0.0f;
+      inverse_sum[r] = empty ? 0.0f : 1.0f / sum;
+      lse[r] = empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * static_cast<float>(M_LN2);
+    }
+  }
+};
+
+template <class TensorO, int kRows>
+CUTE_DEVICE void scale_rows(TensorO& acc, float const (&factor)[kRows]) {
+  using namespace cute;
+  auto o = rows_cols_view(acc);
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    CUTE_UNROLL
+    for (int j = 0; j < size<1>(o); ++j) o(r, j) *= factor[r];
+  }
+}
+
+}  // namespace dash_attn::sm90::fwd

@@ -1,0 +1,95 @@
+// Compile-time shape of the forward kernel for one (element type, head_dim):
+// tiles, warp roles, register split, shared-memory layouts and the two
+// warpgroup GEMMs. Everything else in fwd_* reads its constants from here.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include "dash_attn/tile_config.hpp"
+
+namespace dash_attn::sm90::fwd {
+
+template <class Element_, int kHeadDim_>
+struct FwdTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = forward_tile(kHeadDim).block_m;
+  static constexpr int kBlockN = forward_tile(kHeadDim).block_n;
+  // Two K and two V stages: the producer loads block n-1 while the consumers
+  // multiply block n. A third does not fit at hdim 128/256 (Q + 3 K + 3 V > 227 KB).
+  static constexpr int kStages = 2;
+
+  // One producer warpgroup (a single thread issues TMA) and two consumer
+  // warpgroups, each owning 64 of the 128 query rows of a tile.
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr int kThreads = 128 + kConsumerThreads;
+  static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns one 64-row wgmma tile");
+  // setmaxnreg: 128 x 24 + 256 x 240 = 64512 <= 65536 registers of the SM.
+  // The consumers hold O (hdim/2 fp32), S and the next S (block_n/2 each) and P.
+  static constexpr int kProducerRegisters = 24;
+  static constexpr int kConsumerRegisters = 240;
+
+  // Q and K tiles are K-major (head_dim contiguous) with the 128-byte swizzle;
+  // V is stored as V^T (head_dim x keys), MN-major, which is how it sits in
+  // memory, so the PV GEMM reads it with wgmma's transposed-B mode.
+  using SmemLayoutQ = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
+                                                   cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
+  using SmemLayoutK = decltype(cute::tile_to_shape(
+      cute::GMMA::Layout_K_SW128_Atom<Element>{},
+      cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
+  // Atoms of V^T are tiled along the keys first, so a stage is head_dim / 64
+  // TMA boxes of 64 x block_n instead of one box per 8 keys.
+  using SmemLayoutVt = decltype(cute::tile_to_shape(
+      cute::GMMA::Layout_MN_SW128_Atom<Element>{},
+      cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{}, cute::Step<cute::_2, cute::_1, cute::_3>{}));
+
+  // S = Q K^T: both operands from shared memory. O += P V: P from registers
+  // (the softmax output never touches shared memory), V^T from shared memory.
+  using WarpgroupLayout = cute::Layout<cute::Shape<cute::Int<kConsumerWarpgroups>, cute::_1, cute::_1>>;
+  using TiledMmaQK = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, cute::Int<kBlockN>, cute::Int<kHeadDim>>>(),
+      WarpgroupLayout{}));
+  using TiledMmaPV = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, cute::Int<kHeadDim>, cute::Int<kBlockN>>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+      WarpgroupLayout{}));
+
+  using PipelineQ = cutlass::PipelineTmaAsync<1>;
+  using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>, 1024> v;
+    typename PipelineQ::SharedStorage pipeline_q;
+    typename PipelineKV::SharedStorage pipeline_k;
+    typename PipelineKV::SharedStorage pipeline_v;
+    // The next tile index, handed from the producer thread to the consumers:
+    // tile_full completes when it is written, tile_empty when all consumer
+    // threads have read it.
+    int next_tile;
+    cutlass::arch::ClusterBarrier::ValueType tile_full;
+    cutlass::arch::ClusterBarrier::ValueType tile_empty;
+  };
+  static constexpr int kSharedBytes = sizeof(SharedStorage);
+  static_assert(kSharedBytes <= 227 * 1024, "forward tiles exceed the 227 KB of shared memory of an SM");
+
+  static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+};
+
+// Named barriers of the consumer warpgroups: hardware IDs 8 and 9, past the
+// 1..7 CUTLASS reserves for its own components (the IDs these barriers had
+// when they went through cutlass::arch::NamedBarrier).
+enum class FwdBarrier : uint32_t {
+  kMmaTurn0 = 8,  // consumer warpgroup 0 may issue its GEMMs
+  kMmaTurn1 = 9,  // consumer warpgroup 1 may issue its GEMMs
+};
+
+}  // namespace dash_attn::sm90::fwd
