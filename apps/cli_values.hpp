@@ -29,6 +29,13 @@ inline std::optional<int> parse_int(const std::string& text, int min) {
   return static_cast<int>(value);
 }
 
+// The value of option `flag` as an integer >= min; UsageError naming the option otherwise.
+inline int option_int(const std::string& flag, const std::string& text, int min) {
+  const std::optional<int> value = parse_int(text, min);
+  if (!value) throw UsageError(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  return *value;
+}
+
 // Comma-separated parts; a trailing comma leaves an empty last part, which
 // the caller then rejects like any other malformed value.
 inline std::vector<std::string> split_commas(const std::string& text) {

@@ -13,11 +13,6 @@ workers, the lower bound, idle time per worker, deadlocks (docs/schedules.md).
 Every option takes its value as --key value or --key=value.
 )";
 
-int parse_int(const std::string& flag, const std::string& text, int min) {
-  const std::optional<int> value = cli::parse_int(text, min);
-  if (!value) throw UsageError(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return *value;
-}
 
 double parse_cost(const std::string& flag, const std::string& text) {
   std::size_t used = 0;
@@ -34,7 +29,7 @@ double parse_cost(const std::string& flag, const std::string& text) {
 // Every occurrence's comma-separated integers, appended in order.
 void append_ints(const std::string& flag, const std::vector<std::string>& values, std::vector<int>& out) {
   for (const std::string& value : values)
-    for (const std::string& part : cli::split_commas(value)) out.push_back(parse_int(flag, part, 0));
+    for (const std::string& part : cli::split_commas(value)) out.push_back(cli::option_int(flag, part, 0));
 }
 
 void append_schedules(const std::vector<std::string>& values, std::vector<ScheduleKind>& out) {
@@ -49,7 +44,7 @@ void append_schedules(const std::vector<std::string>& values, std::vector<Schedu
 // An integer option with a lower bound, stored in `target`.
 void add_int(CLI::App& app, const std::string& name, const std::string& value_name, int& target, int min,
              const std::string& help, const std::string& group) {
-  cli::add_value(app, name, value_name, [&target, name, min](const std::string& v) { target = parse_int(name, v, min); },
+  cli::add_value(app, name, value_name, [&target, name, min](const std::string& v) { target = cli::option_int(name, v, min); },
                  help)->group(group);
 }
 
@@ -65,7 +60,7 @@ void define_options(CLI::App& app, ModelOptions& o) {
   add_int(app, "--batch", "B", o.batch, 1, "sequences (1)", problem);
   add_int(app, "--heads", "H", o.heads, 1, "query heads (16)", problem);
   add_int(app, "--heads-kv", "H", o.heads_kv, 1, "key/value heads, divides --heads (= --heads)", problem);
-  cli::add_value(app, "--seqlen", "L", [&](const std::string& v) { o.seqlen_q = o.seqlen_k = parse_int("--seqlen", v, 1); },
+  cli::add_value(app, "--seqlen", "L", [&](const std::string& v) { o.seqlen_q = o.seqlen_k = cli::option_int("--seqlen", v, 1); },
                  "seqlen_q = seqlen_k = L (4096)")->group(problem);
   add_int(app, "--seqlen-q", "L", o.seqlen_q, 1, "seqlen_q (over --seqlen)", problem);
   add_int(app, "--seqlen-k", "L", o.seqlen_k, 1, "seqlen_k (over --seqlen)", problem);
@@ -76,7 +71,7 @@ void define_options(CLI::App& app, ModelOptions& o) {
                     [&](const std::vector<std::string>& v) { append_ints("--seqlens-k", v, o.seqlens_k); },
                     "varlen: one key length per sequence")->group(problem);
   cli::add_value(app, "--head-dim", "D", [&](const std::string& v) {
-    o.head_dim = parse_int("--head-dim", v, 1);
+    o.head_dim = cli::option_int("--head-dim", v, 1);
     if (!is_supported_head_dim(o.head_dim)) throw UsageError("--head-dim must be 64, 128 or 256");
   }, "picks the backward tiles (128 -> 64x128)")->group(problem);
   add_int(app, "--block-m", "M", o.block_m, 1, "Q tile rows, overriding --head-dim", problem);
@@ -100,7 +95,7 @@ void define_options(CLI::App& app, ModelOptions& o) {
   const std::string costs = "cost model (any unit; see docs/schedules.md)";
   app.add_flag("--overlap", o.cost.overlap_reduce, "dQ adds overlap the next compute (FA3's writer warp)")->group(costs);
   cli::add_value(app, "--dq-writers", "N", [&](const std::string& v) {
-    o.cost.dq_writers = parse_int("--dq-writers", v, 1);
+    o.cost.dq_writers = cli::option_int("--dq-writers", v, 1);
     if (o.cost.dq_writers > model::CostModel::kMaxDqWriters)
       throw UsageError("--dq-writers expects at most " + std::to_string(model::CostModel::kMaxDqWriters) + ", got " +
                        std::to_string(o.cost.dq_writers));
@@ -114,7 +109,7 @@ void define_options(CLI::App& app, ModelOptions& o) {
                     "from atomic,fa3,descending,shift,symmetric_shift,auto")->group(output);
   app.add_option_function<std::vector<std::string>>("--paper", [&](const std::vector<std::string>& v) {
     if (v.size() != 2) throw UsageError("--paper needs 2 values (N M)");
-    o.paper = std::make_pair(parse_int("--paper", v[0], 1), parse_int("--paper", v[1], 1));
+    o.paper = std::make_pair(cli::option_int("--paper", v[0], 1), cli::option_int("--paper", v[1], 1));
   }, "the paper's setting: N workers = N KV tiles = N Q tiles, M heads, uniform c and r, s = 0, serial, static")
       ->option_text("N M")->expected(2)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->group(output);
   app.add_flag("--optimum", o.optimum, "also the exact optimum (small problems only)")->group(output);

@@ -13,17 +13,12 @@ deterministic backward. Without an sm_90 GPU it runs the schedule model.
 Every option takes its value as --key value or --key=value.
 )";
 
-int parse_int(const std::string& flag, const std::string& text, int min) {
-  const std::optional<int> value = cli::parse_int(text, min);
-  if (!value) throw UsageError(flag + " expects an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return *value;
-}
 
 std::vector<std::string> split(const std::string& text) { return cli::split_commas(text); }
 
 std::vector<int> parse_ints(const std::string& flag, const std::string& text, int min) {
   std::vector<int> values;
-  for (const std::string& part : split(text)) values.push_back(parse_int(flag, part, min));
+  for (const std::string& part : split(text)) values.push_back(cli::option_int(flag, part, min));
   if (values.empty()) throw UsageError(flag + " expects a comma-separated list of integers");
   return values;
 }
@@ -107,13 +102,13 @@ void define_options(CLI::App& app, BenchOptions& o, GridChoice& grid) {
   cli::add_value(app, "--dtype", "bf16|fp16", [&](const std::string& v) { o.dtype = parse_dtype(v); },
                  "element type of q, k, v and the gradients (bf16)")->group(run);
 
-  cli::add_value(app, "--reps", "N", [&](const std::string& v) { o.repetitions = parse_int("--reps", v, 1); },
+  cli::add_value(app, "--reps", "N", [&](const std::string& v) { o.repetitions = cli::option_int("--reps", v, 1); },
                  "timed repetitions, median reported (30)")->group(how);
   cli::add_value(app, "--determinism-runs", "N",
-                 [&](const std::string& v) { o.determinism_runs = parse_int("--determinism-runs", v, 0); },
+                 [&](const std::string& v) { o.determinism_runs = cli::option_int("--determinism-runs", v, 0); },
                  "bitwise reruns of each deterministic backward (10; 0: none)")->group(how);
   cli::add_value(app, "--verify-max-seqlen", "N",
-                 [&](const std::string& v) { o.verify_max_seqlen = parse_int("--verify-max-seqlen", v, 0); },
+                 [&](const std::string& v) { o.verify_max_seqlen = cli::option_int("--verify-max-seqlen", v, 0); },
                  "fp64 check of rows with seqlens <= N on a slice of the timed problem (2048; 0: none)")->group(how);
   app.add_flag("--verify", o.verify,
                "check every row: larger ones on a reduced problem (seqlen <= 1024, same head_dim, GQA ratio, mask "
