@@ -1,5 +1,6 @@
-"""Markdown table of an A/B call (scripts/ab_backward.sh): the backward TFLOPS
-of every dash-bench row for each variant, averaged over the rounds, and each
+"""Markdown table of an A/B call (scripts/ab_backward.sh): the TFLOPS of every
+dash-bench row (backward rows by schedule; forward rows, with --passes fwd,bwd,
+under the schedule "fwd") for each variant, averaged over the rounds, and each
 variant's ratio to the first one named.
 
     python3 bench/ab_table.py AB_DIR NAME [NAME ...] > ab.md
@@ -10,7 +11,7 @@ import re
 import sys
 
 # impl pass schedule det shape mask ms TFLOPS ... (dash-bench's table rows)
-ROW = re.compile(r"dash_attn bwd\s+(\S+)\s+\S+\s+(\S+)\s+(\S+)\s+\S+\s+(\S+)")
+ROW = re.compile(r"dash_attn (fwd|bwd)\s+(\S+)\s+\S+\s+(\S+)\s+(\S+)\s+\S+\s+(\S+)")
 
 
 def parse_log(text):
@@ -19,8 +20,8 @@ def parse_log(text):
     for line in text.splitlines():
         m = ROW.match(line)
         if m:
-            schedule, shape, mask, tflops = m.groups()
-            rows[(shape, mask, schedule)] = float(tflops)
+            pass_, schedule, shape, mask, tflops = m.groups()
+            rows[(shape, mask, schedule if pass_ == "bwd" else "fwd")] = float(tflops)
     return rows
 
 

@@ -22,9 +22,10 @@ def log(atomic, auto):
     ])
 
 
-def test_parse_log_reads_backward_rows_only():
+def test_parse_log_reads_backward_rows_by_schedule_and_forward_rows():
     rows = ab_table.parse_log(log(100.0, 90.0))
-    assert rows == {("32,512,512,32,32,64", "full", "atomic"): 100.0, ("32,512,512,32,32,64", "full", "auto"): 90.0}
+    assert rows == {("32,512,512,32,32,64", "full", "atomic"): 100.0, ("32,512,512,32,32,64", "full", "auto"): 90.0,
+                    ("32,512,512,32,32,64", "full", "fwd"): 300.0}
 
 
 def test_table_averages_rounds_and_divides_by_the_first_variant(tmp_path):
