@@ -1,0 +1,100 @@
+// A variable-length batch as a schedule over ragged work (issue 17, point 2).
+// Plain data and DASH_HOST_DEVICE arithmetic, so a kernel can read it as the
+// model does; the claim order itself is sorted on the host
+// (varlen_claim_order.hpp) and handed to the kernel as an array.
+//
+// The work: one chain per (sequence, q-head, KV tile), visiting the Q tiles of
+// its own sequence that the mask leaves. Each sequence has its own HeadTiles
+// (its seqlen_q, seqlen_k, the batch's tile sizes and mask); a sequence of
+// length 0 has no Q tiles (its chains are empty: dK/dV are still written, as
+// zeros) or no KV tiles (no chains at all).
+//
+// Determinism across packings: the Q-tile order of a chain and the rank of
+// every dQ add are DescendingSchedule's rule applied to the sequence's own
+// HeadTiles, and nothing else: no batch index, no packing offset, no other
+// sequence's length enters. So a sequence's dQ bits are the same whatever
+// batch it is packed into. (Descending is also what resolve_schedule gives
+// every varlen batch under kAuto, for the same reason.)
+#pragma once
+
+#include "dash_attn/host_device.hpp"
+#include "dash_attn/schedule/descending_schedule.hpp"
+#include "dash_attn/schedule/head_tiles.hpp"
+
+namespace dash_attn::schedule {
+
+// One chain of a varlen batch: KV tile `kv` of q-head `head_q` of `sequence`.
+struct VarlenChain {
+  int sequence = 0;
+  int head_q = 0;
+  int kv = 0;
+};
+
+struct VarlenProblem {
+  int sequences = 0;
+  int heads_q = 0;
+  int heads_kv = 0;  // divides heads_q
+  int block_m = 1;
+  int block_n = 1;
+  bool causal = false;
+  // sequences + 1 prefix sums, FlashAttention's cu_seqlens; memory the caller
+  // can read (host arrays for the model, device arrays in a kernel). Only the
+  // differences matter to the schedule: offsets never do.
+  const int* cu_seqlens_q = nullptr;
+  const int* cu_seqlens_k = nullptr;
+
+  DASH_HOST_DEVICE int group_size() const { return heads_q / heads_kv; }
+  DASH_HOST_DEVICE int seqlen_q_of(int s) const { return cu_seqlens_q[s + 1] - cu_seqlens_q[s]; }
+  DASH_HOST_DEVICE int seqlen_k_of(int s) const { return cu_seqlens_k[s + 1] - cu_seqlens_k[s]; }
+
+  DASH_HOST_DEVICE HeadTiles head_tiles(int s) const {
+    return HeadTiles{seqlen_q_of(s), seqlen_k_of(s), block_m, block_n, causal};
+  }
+
+  DASH_HOST_DEVICE int chains_of_sequence(int s) const { return heads_q * head_tiles(s).kv_tiles(); }
+
+  // The claim key: Q tiles the chain visits.
+  DASH_HOST_DEVICE int chain_length(const VarlenChain& c) const { return head_tiles(c.sequence).chain_length(c.kv); }
+
+  // Step `step` of a chain visits this Q tile of its sequence (last Q tile first).
+  DASH_HOST_DEVICE int q_tile(const VarlenChain& c, int step) const {
+    return DescendingSchedule::q_tile(head_tiles(c.sequence), c.kv, step);
+  }
+
+  // Position of KV tile kv's add into dQ tile q of its (sequence, head):
+  // ascending KV. A function of the sequence's own geometry only.
+  DASH_HOST_DEVICE static int dq_rank(const HeadTiles& own_sequence, int kv, int q) {
+    return DescendingSchedule::rank(own_sequence, kv, q);
+  }
+  DASH_HOST_DEVICE int dq_rank(const VarlenChain& c, int q) const { return dq_rank(head_tiles(c.sequence), c.kv, q); }
+
+  // Position of a q-head's dK/dV add within its GQA group: ascending q-head.
+  DASH_HOST_DEVICE int dkv_rank(const VarlenChain& c) const { return c.head_q % group_size(); }
+};
+
+// Longest-first claim order: does chain a go before chain b? Longer chains
+// first, so that one long sequence among many short ones starts at once
+// instead of trailing the batch (LPT). Ties go by sequence, then KV tile,
+// then q-head, ascending, for three reasons:
+//  - liveness for any grid: every wait must target an earlier claim. A dQ add
+//    of (s, h, kv) waits for (s, h, kv - 1), whose chain is at least as long
+//    (q_begin does not decrease with kv), so it is claimed earlier, on a tie
+//    because of the ascending kv. A dK/dV add of (s, h, kv) waits for the
+//    lower q-heads of its GQA group at the same (s, kv): same length, lower
+//    head, so earlier too;
+//  - KV before head deals equal chains head by head (kv 0 of every head, then
+//    kv 1, ...), so a wave of CTAs does not hold one head's chains, which
+//    would wait on each other's dQ adds (the reason for kChainClaimInterleave;
+//    head before KV was 7-12% slower in the model on full masks, where a
+//    sequence's chains all tie);
+//  - the order is a total one, so it does not depend on the sort algorithm.
+// The claim order changes only timing, never a rank, hence never the bits.
+DASH_HOST_DEVICE inline bool claims_before(const VarlenProblem& p, const VarlenChain& a, const VarlenChain& b) {
+  const int la = p.chain_length(a), lb = p.chain_length(b);
+  if (la != lb) return la > lb;
+  if (a.sequence != b.sequence) return a.sequence < b.sequence;
+  if (a.kv != b.kv) return a.kv < b.kv;
+  return a.head_q < b.head_q;
+}
+
+}  // namespace dash_attn::schedule
