@@ -4,7 +4,7 @@ namespace dash_attn::model {
 
 VarlenBatch::VarlenBatch(const std::vector<std::pair<int, int>>& lengths, int heads_q, int heads_kv, int block_m,
                          int block_n, bool causal, int offset_q, int offset_k) {
-  p_.sequences = static_cast<int>(lengths.size());
+  p_.batch = static_cast<int>(lengths.size());
   p_.heads_q = heads_q;
   p_.heads_kv = heads_kv;
   p_.block_m = block_m;
@@ -33,15 +33,15 @@ ScheduleTrace build_varlen_trace(const schedule::VarlenProblem& p, schedule::Var
   trace.group_size = p.group_size();
   trace.coresidency = 1;  // every wait targets an earlier claim (claims_before)
 
-  std::vector<int> dq_base(p.sequences + 1, 0), dkv_base(p.sequences + 1, 0);
-  for (int s = 0; s < p.sequences; ++s) {
+  std::vector<int> dq_base(p.batch + 1, 0), dkv_base(p.batch + 1, 0);
+  for (int s = 0; s < p.batch; ++s) {
     const schedule::HeadTiles t = p.head_tiles(s);
     dq_base[s + 1] = dq_base[s] + p.heads_q * t.q_tiles();
     dkv_base[s + 1] = dkv_base[s] + p.heads_kv * t.kv_tiles();
     for (int h = 0; h < p.heads_q; ++h)
       for (int q = 0; q < t.q_tiles(); ++q) trace.dq_contributors.push_back(t.kv_end(q));
   }
-  trace.num_dkv_tiles = dkv_base[p.sequences];
+  trace.num_dkv_tiles = dkv_base[p.batch];
 
   for (const schedule::VarlenChain& c : schedule::varlen_claim_order(p, claims)) {
     const schedule::HeadTiles t = p.head_tiles(c.sequence);

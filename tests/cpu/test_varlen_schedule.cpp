@@ -63,7 +63,7 @@ TEST(VarlenSchedule, EveryContributionAppearsExactlyOnce) {
       }
       // What the mask rule says should be there, straight from HeadTiles.
       std::size_t want_chains = 0, want_steps = 0;
-      for (int seq = 0; seq < p.sequences; ++seq) {
+      for (int seq = 0; seq < p.batch; ++seq) {
         const schedule::HeadTiles t = p.head_tiles(seq);
         want_chains += static_cast<std::size_t>(p.heads_q * t.kv_tiles());
         for (int h = 0; h < p.heads_q; ++h)

@@ -17,7 +17,7 @@ enum class VarlenClaims {
 // Every (sequence, q-head, KV tile) chain once, sequence-major.
 inline std::vector<VarlenChain> varlen_chains(const VarlenProblem& p) {
   std::vector<VarlenChain> chains;
-  for (int s = 0; s < p.sequences; ++s) {
+  for (int s = 0; s < p.batch; ++s) {
     const int kv_tiles = p.head_tiles(s).kv_tiles();
     for (int h = 0; h < p.heads_q; ++h)
       for (int kv = 0; kv < kv_tiles; ++kv) chains.push_back(VarlenChain{s, h, kv});

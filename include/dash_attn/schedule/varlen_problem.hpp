@@ -20,6 +20,7 @@
 #include "dash_attn/host_device.hpp"
 #include "dash_attn/schedule/descending_schedule.hpp"
 #include "dash_attn/schedule/head_tiles.hpp"
+#include "dash_attn/schedule/tile_problem.hpp"
 
 namespace dash_attn::schedule {
 
@@ -30,27 +31,10 @@ struct VarlenChain {
   int kv = 0;
 };
 
-struct VarlenProblem {
-  int sequences = 0;
-  int heads_q = 0;
-  int heads_kv = 0;  // divides heads_q
-  int block_m = 1;
-  int block_n = 1;
-  bool causal = false;
-  // sequences + 1 prefix sums, FlashAttention's cu_seqlens; memory the caller
-  // can read (host arrays for the model, device arrays in a kernel). Only the
-  // differences matter to the schedule: offsets never do.
-  const int* cu_seqlens_q = nullptr;
-  const int* cu_seqlens_k = nullptr;
-
-  DASH_HOST_DEVICE int group_size() const { return heads_q / heads_kv; }
-  DASH_HOST_DEVICE int seqlen_q_of(int s) const { return cu_seqlens_q[s + 1] - cu_seqlens_q[s]; }
-  DASH_HOST_DEVICE int seqlen_k_of(int s) const { return cu_seqlens_k[s + 1] - cu_seqlens_k[s]; }
-
-  DASH_HOST_DEVICE HeadTiles head_tiles(int s) const {
-    return HeadTiles{seqlen_q_of(s), seqlen_k_of(s), block_m, block_n, causal};
-  }
-
+// A varlen batch is a TileProblem with cu_seqlens (batch = sequences;
+// tile_problem.hpp has the lengths and per-sequence HeadTiles); this adds the
+// chain queries of the longest-first order.
+struct VarlenProblem : TileProblem {
   DASH_HOST_DEVICE int chains_of_sequence(int s) const { return heads_q * head_tiles(s).kv_tiles(); }
 
   // The claim key: Q tiles the chain visits.
