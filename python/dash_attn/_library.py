@@ -6,6 +6,7 @@ compares them with the header). This module imports nothing of the package, so
 that test loads it by path without torch or the library."""
 
 import ctypes
+import functools
 import os
 import pathlib
 
@@ -143,8 +144,10 @@ def compiled_kernels():
     return _compiled
 
 
+@functools.lru_cache(maxsize=None)
 def compiled_head_dims(dtype_name, pass_code=DASH_PASS_FORWARD):
-    """Head dims compiled for a dtype ('torch.bfloat16' / 'torch.float16') and pass."""
+    """Head dims compiled for a dtype ('torch.bfloat16' / 'torch.float16') and
+    pass; asked on every call, so kept once computed (the library never changes)."""
     code = DASH_DTYPE_BF16 if dtype_name == "torch.bfloat16" else DASH_DTYPE_FP16
     return tuple(d for p, t, d in compiled_kernels() if p == pass_code and t == code)
 

@@ -66,13 +66,13 @@ DeviceScope::DeviceScope(const char* function, std::initializer_list<NamedPointe
   // Also when device_ is already the current device: cudaSetDevice makes its
   // primary context current, which a fresh thread lacks.
   DASH_CUDA_CHECK(cudaSetDevice(device_));
-  // A capturing stream refuses cudaStreamGetDevice (and a failed call
-  // invalidates the capture): its device was checked when it began capturing.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (stream != nullptr) DASH_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (stream != nullptr && capture == cudaStreamCaptureStatusNone) {
-    int stream_device = 0;
-    DASH_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
+  if (stream != nullptr) {
+    // A capturing stream refuses cudaStreamGetDevice (and the failed call
+    // invalidates the capture): its device was checked when it began capturing.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    DASH_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    int stream_device = device_;
+    if (capture == cudaStreamCaptureStatusNone) DASH_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
     if (stream_device != device_) {
       cudaSetDevice(previous_);
       fail_argument(function, "stream", "belongs to device " + std::to_string(stream_device) +
