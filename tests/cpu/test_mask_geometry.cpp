@@ -1,8 +1,9 @@
 // mask::MaskGeometry against a brute-force element mask on small shapes
 // (lengths around the tile sizes, unequal blocks, no mask, causal, windows):
-// row ranges, tile classes, tile ranges, the tile-local form. HeadTiles,
-// ForwardPlan, the reference's key_visible and the kernels' current formulas
-// (copied here) must give the same answers. At lengths near 2^31 the
+// row ranges, tile classes, tile ranges, the tile-local form and the
+// kernels' element masks (key_limit, visible<false>). HeadTiles, ForwardPlan,
+// the reference's key_visible and the kernels' formulas from before they
+// called the geometry (copied here) must give the same answers. At lengths near 2^31 the
 // geometry must match the forward plan's former 64-bit formulas.
 #include <gtest/gtest.h>
 
@@ -123,13 +124,25 @@ bool check_geometry(const Case& c) {
       }
       const TileLocalMask local = g.tile_local_mask(q, kv);
       for (int row = 0; row < c.block_m && q * c.block_m + row < c.seqlen_q; ++row)
-        for (int key = 0; key < c.block_n; ++key)
-          if (local.visible(key, row) !=
-              rule_visible(q * c.block_m + row, kv * c.block_n + key, c.seqlen_q, c.seqlen_k, c.left, c.right)) {
+        for (int key = 0; key < c.block_n; ++key) {
+          const bool expected =
+              rule_visible(q * c.block_m + row, kv * c.block_n + key, c.seqlen_q, c.seqlen_k, c.left, c.right);
+          // Without a left bound the kernels' two-compare form is the whole rule.
+          if (local.visible(key, row) != expected || (!g.has_left_bound() && local.visible<false>(key, row) != expected)) {
             ADD_FAILURE() << where << " tile (" << q << ", " << kv << ") local (key " << key << ", row " << row << ")";
             return false;
           }
+        }
     }
+
+  // The forward kernel's per-row limit: exactly the keys the right edge and
+  // the seqlen_k tail leave, over the key slots of every KV tile.
+  for (int row = 0; row < c.seqlen_q; ++row)
+    for (int key = 0; key < t.kv_tiles * c.block_n; ++key)
+      if ((key < g.key_limit(row)) != (key < c.seqlen_k && rule_visible(row, key, c.seqlen_q, c.seqlen_k, -1, c.right))) {
+        ADD_FAILURE() << where << " row " << row << " key " << key << ": key_limit " << g.key_limit(row);
+        return false;
+      }
 
   // Ranges: the tiles with work are contiguous and are exactly the range.
   for (int q = 0; q < t.q_tiles; ++q) {
@@ -204,13 +217,15 @@ bool check_plans(const Case& c, bool causal) {
       }
   }
 
-  // The reference's predicate and the kernels' element masks as written today
-  // (fwd_softmax_sm90.cuh apply_mask, bwd_mainloop_sm90.hpp after needs_mask).
+  // The reference's predicate, and the kernels' element masks as they were
+  // written before they called key_limit and tile_local_mask (fwd_softmax_sm90.hpp
+  // apply_mask, bwd_mainloop_sm90.hpp after needs_mask): the same values, so the
+  // same code (the SASS did not change).
   const MaskGeometry g = tiles.mask_geometry();
   for (int row = 0; row < t.q_tiles * c.block_m; ++row) {  // padding rows included
     const int diagonal_limit = row + 1 + c.seqlen_k - c.seqlen_q;
     const int limit = causal && diagonal_limit < c.seqlen_k ? diagonal_limit : c.seqlen_k;
-    if (g.col_begin(row) != 0 || g.col_end(row) != (limit > 0 ? limit : 0)) {
+    if (g.col_begin(row) != 0 || g.key_limit(row) != limit || g.col_end(row) != (limit > 0 ? limit : 0)) {
       ADD_FAILURE() << where << " row " << row << ": forward kernel limit " << limit << ", col_end " << g.col_end(row);
       return false;
     }
@@ -235,7 +250,7 @@ bool check_plans(const Case& c, bool causal) {
       }
       for (int row = 0; row < c.block_m; ++row)  // padding rows included
         for (int key = 0; key < c.block_n; ++key)
-          if (local.visible(key, row) != !(key >= keys_left || key - row > diagonal)) {
+          if (local.visible<false>(key, row) != !(key >= keys_left || key - row > diagonal)) {
             ADD_FAILURE() << where << " tile (" << q << ", " << kv << ") local (key " << key << ", row " << row << ")";
             return false;
           }

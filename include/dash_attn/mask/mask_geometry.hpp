@@ -2,7 +2,8 @@
 // sees, and what that means for (Q tile, KV tile) pairs. The only place the
 // rule is written down: the backward's trip counts (schedule/head_tiles.hpp),
 // the forward's key ranges (src/host/forward_plan.hpp) and the fp64 reference
-// derive from it, and the kernels' element masks are to call it too.
+// derive from it, and so do both kernels' element masks (key_limit,
+// tile_local_mask).
 //
 // The rule is FlashAttention's, bottom-right aligned: with
 // offset = seqlen_k - seqlen_q, query row r sees key c (0 <= c < seqlen_k) iff
@@ -57,8 +58,12 @@ struct TileLocalMask {
   int max_key_minus_row;  // key - row above this lies right of the window
   int min_key_minus_row;  // key - row below this lies left of the window
 
+  // Without a left bound min_key_minus_row = -block_m lies below every in-tile
+  // key - row, so a kernel that has none (no window before issue 18) skips
+  // that compare: <false> is one instruction fewer per element.
+  template <bool kLeftBound = true>
   DASH_HOST_DEVICE constexpr bool visible(int key, int row) const {
-    return key < keys_left && key - row <= max_key_minus_row && key - row >= min_key_minus_row;
+    return key < keys_left && key - row <= max_key_minus_row && (!kLeftBound || key - row >= min_key_minus_row);
   }
 };
 
@@ -83,12 +88,19 @@ struct MaskGeometry {
     const int first = row + diagonal_offset() - window.left;
     return first > 0 ? first : 0;
   }
-  // A padding row (row >= seqlen_q) gets seqlen_k under causal, as the forward
-  // kernel's `limit` does: its diagonal lies past the last key.
+  // A padding row (row >= seqlen_q) gets seqlen_k under causal: its diagonal
+  // lies past the last key.
   DASH_HOST_DEVICE constexpr int col_end(int row) const {
-    if (!has_right_bound()) return seqlen_k;
-    const int end = row + diagonal_offset() + window.right + 1;
-    return end < seqlen_k ? (end > 0 ? end : 0) : seqlen_k;
+    const int limit = key_limit(row);
+    return limit > 0 ? limit : 0;
+  }
+  // Keys >= key_limit(row) are hidden from the row (the window's right edge
+  // and the seqlen_k tail): the forward kernel's per-row element mask. Not
+  // clamped at 0 as col_end is (a limit <= 0 hides every key all the same),
+  // which keeps the kernel's one compare and select per row.
+  DASH_HOST_DEVICE constexpr int key_limit(int row) const {
+    const int diagonal_limit = row + 1 + window.right + seqlen_k - seqlen_q;
+    return has_right_bound() && diagonal_limit < seqlen_k ? diagonal_limit : seqlen_k;
   }
   DASH_HOST_DEVICE constexpr bool visible(int row, int col) const {
     return col >= col_begin(row) && col < col_end(row);
@@ -150,9 +162,12 @@ struct MaskGeometry {
   }
   // Element visibility inside tile (q, kv). An unbounded side gets a limit
   // that every in-tile key - row (in (-block_m, block_n)) satisfies.
+  // The backward kernel builds its geometry with its compile-time block sizes,
+  // so first_row, first_key and the unbounded limits fold to constants.
   DASH_HOST_DEVICE constexpr TileLocalMask tile_local_mask(int q, int kv) const {
-    const int diagonal = first_row(q) + diagonal_offset() - first_key(kv);  // key - row on the diagonal
-    return TileLocalMask{seqlen_k - first_key(kv), has_right_bound() ? diagonal + window.right : block_n,
+    const int key_base = first_key(kv);
+    const int diagonal = seqlen_k - seqlen_q + first_row(q) - key_base;  // key - row on the diagonal
+    return TileLocalMask{seqlen_k - key_base, has_right_bound() ? diagonal + window.right : block_n,
                          has_left_bound() ? diagonal - window.left : -block_m};
   }
 };

@@ -81,7 +81,9 @@ struct BwdMainloop {
     if constexpr (Traits::kDkvTmaStore && !Traits::kDkvInOneDsStage)
       if (dkv_store_stage >= 0) await_dkv_store();
 
-    const int key_base = work.kv * kBlockN;
+    // The mask at the compile-time tile sizes (tiles' own are the same, known only at run time).
+    const mask::MaskGeometry element_mask =
+        mask::mask_geometry(tiles.seqlen_q, tiles.seqlen_k, kBlockM, kBlockN, mask::causal_window(tiles.causal));
     for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
       const int q_tile = cursor.q_tile();
       const int stage = pipe.index();
@@ -102,15 +104,12 @@ struct BwdMainloop {
       // Hidden keys (past seqlen_k, or past a causal row's last visible key)
       // get P = 0 after the exponential: selecting its input or skipping it
       // per element compiled to a serial chain of predicated loads (~+60% on
-      // a hdim 64 step). Key k of row r is visible iff k - r <= diagonal.
+      // a hdim 64 step).
       if (tiles.needs_mask(q_tile, work.kv)) {
-        const int keys_left = tiles.seqlen_k - key_base;
-        const int diagonal = tiles.causal ? tiles.seqlen_k - tiles.seqlen_q + q_tile * kBlockM - key_base : kBlockN;
+        const mask::TileLocalMask local = element_mask.tile_local_mask(q_tile, work.kv);
         CUTE_UNROLL
-        for (int i = 0; i < size(s_acc); ++i) {
-          const int key = get<0>(coord_s(i)), row = get<1>(coord_s(i));
-          if (key >= keys_left || key - row > diagonal) s_acc(i) = 0.f;
-        }
+        for (int i = 0; i < size(s_acc); ++i)
+          if (!local.visible<false>(get<0>(coord_s(i)), get<1>(coord_s(i)))) s_acc(i) = 0.f;
       }
 
       // dS^T = P^T o (dP^T - D).

@@ -177,7 +177,7 @@ struct FwdMainloopSm90 {
 
     auto mask_if_needed = [&](int n) {
       if (plan.needs_mask(work.m_block, n))
-        apply_mask(tSrS, tScS, row_offset, n * kBlockN, plan.seqlen_q, plan.seqlen_k, plan.causal);
+        apply_mask(tSrS, tScS, row_offset, n * kBlockN, plan.mask_geometry());
     };
 
     int n = n_block_end - 1;

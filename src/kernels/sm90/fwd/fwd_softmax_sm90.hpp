@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "dash_attn/mask/mask_geometry.hpp"
 #include "kernels/sm90/common/exp2_approx.hpp"
 
 namespace dash_attn::sm90::fwd {
@@ -25,19 +26,18 @@ CUTE_DEVICE auto rows_cols_view(Tensor&& t) {
   return cute::make_tensor(t.data(), accumulator_rows_cols(t.layout()));
 }
 
-// Sets to -inf every score of key column >= the row's limit: the seqlen_k
-// tail, and under the bottom-right causal mask key j > row + seqlen_k - seqlen_q.
+// Sets to -inf every score the mask hides from its row: key columns at or
+// past the row's mask::MaskGeometry::key_limit (the seqlen_k tail and, under
+// the bottom-right causal mask, keys past the row's diagonal).
 template <class TensorS, class TensorCoord>
-CUTE_DEVICE void apply_mask(TensorS& scores, TensorCoord const& coords, int row_offset, int col_offset, int seqlen_q,
-                            int seqlen_k, bool causal) {
+CUTE_DEVICE void apply_mask(TensorS& scores, TensorCoord const& coords, int row_offset, int col_offset,
+                            const mask::MaskGeometry& geometry) {
   using namespace cute;
   auto s = rows_cols_view(scores);
   auto c = rows_cols_view(coords);
   CUTE_UNROLL
   for (int r = 0; r < size<0>(s); ++r) {
-    const int row = row_offset + get<0>(c(r, 0));
-    const int diagonal_limit = row + 1 + seqlen_k - seqlen_q;
-    const int limit = causal && diagonal_limit < seqlen_k ? diagonal_limit : seqlen_k;
+    const int limit = geometry.key_limit(row_offset + get<0>(c(r, 0)));
     CUTE_UNROLL
     for (int j = 0; j < size<1>(s); ++j) {
       if (col_offset + get<1>(c(r, j)) >= limit) s(r, j) = -INFINITY;
