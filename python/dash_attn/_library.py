@@ -11,7 +11,7 @@ import os
 import pathlib
 
 # The header's version; the library must report the same from dash_abi_version().
-DASH_ATTN_ABI_VERSION = 2
+DASH_ATTN_ABI_VERSION = 3
 
 DASH_DTYPE_BF16 = 0
 DASH_DTYPE_FP16 = 1
@@ -68,6 +68,12 @@ class Lse(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("batch_stride", ctypes.c_int64), ("head_stride", ctypes.c_int64)]
 
 
+class VarlenLengths(ctypes.Structure):
+    """DashVarlenLengths: the int32 arrays are device pointers; seqused_* may be null."""
+    _fields_ = [("total_q", ctypes.c_int64), ("total_k", ctypes.c_int64)] + [
+        (name, ctypes.c_void_p) for name in ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")]
+
+
 class KernelRow(ctypes.Structure):
     _fields_ = [("pass_", ctypes.c_int32), ("dtype", ctypes.c_int32), ("head_dim", ctypes.c_int32)]
 
@@ -101,6 +107,8 @@ def _load():
         ptr = ctypes.POINTER
         lib.dash_forward.argtypes = [ptr(Shape), ctypes.c_int32] + [ptr(Tensor)] * 4 + [ptr(Lse), ptr(Options),
                                                                                     ctypes.c_void_p]
+        lib.dash_forward_varlen.argtypes = ([ptr(Shape), ptr(VarlenLengths), ctypes.c_int32] + [ptr(Tensor)] * 4 +
+                                            [ptr(Lse), ptr(Options), ctypes.c_void_p])
         lib.dash_backward.argtypes = ([ptr(Shape), ctypes.c_int32] + [ptr(Tensor)] * 5 + [ptr(Lse)] * 2 +
                                       [ptr(Tensor)] * 3 + [ctypes.c_void_p, ctypes.c_size_t, ptr(Options),
                                                            ctypes.c_void_p])
@@ -186,6 +194,21 @@ def dtype_code(t):
 def forward(q, k, v, out, lse, options, stream):
     _raise_on_error(_load().dash_forward(ctypes.byref(shape_of(q, k)), dtype_code(q), *(
         ctypes.byref(tensor_of(t)) for t in (q, k, v, out)), ctypes.byref(lse_of(lse)), ctypes.byref(options), stream))
+
+
+def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, out, lse,
+                   options, stream):
+    """q, k, v, out packed (total, heads, head_dim); lse (heads_q, total_q); the
+    int32 arrays contiguous on the device, seqused_* None for none."""
+    total_q, heads_q, head_dim = q.shape
+    shape = Shape(cu_seqlens_q.shape[0] - 1, max_seqlen_q, max_seqlen_k, heads_q, k.shape[1], head_dim)
+    arrays = (t.data_ptr() if t is not None else None for t in (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k))
+    lengths = VarlenLengths(total_q, k.shape[0], *arrays)
+    # Rows are tokens: there is no batch dimension, so both batch strides are 0 (unused).
+    tensors = [ctypes.byref(Tensor(t.data_ptr(), 0, *t.stride())) for t in (q, k, v, out)]
+    _raise_on_error(_load().dash_forward_varlen(ctypes.byref(shape), ctypes.byref(lengths), dtype_code(q), *tensors,
+                                                ctypes.byref(Lse(lse.data_ptr(), 0, lse.stride(0))),
+                                                ctypes.byref(options), stream))
 
 
 def backward_workspace_size(q, k, options):

@@ -7,9 +7,11 @@ replaces FA3's import. softmax_scale is the 4th positional argument; with
 return_attn_probs=True the functions return (out, softmax_lse). Differences:
 deterministic defaults to True (and schedule= picks the deterministic
 schedule), lse carries a gradient, and FA3 features dash_attn lacks (window,
-softcap, FP8 descales, qv, attention_chunk) raise NotImplementedError by name."""
+softcap, FP8 descales, qv, attention_chunk) raise NotImplementedError by name.
+flash_attn_varlen_func is forward only for now: a gradient raises
+NotImplementedError."""
 
-from .interface import attention
+from .interface import attention, varlen_attention
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
@@ -42,4 +44,19 @@ def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=N
                          deterministic, schedule, sm_margin, q_descale=q_descale, k_descale=k_descale,
                          v_descale=v_descale, window_size=window_size, attention_chunk=attention_chunk,
                          softcap=softcap)
+    return (out, lse) if return_attn_probs else out
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None,
+                           seqused_k=None, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
+                           v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
+                           pack_gqa=None, deterministic=True, sm_margin=0, return_attn_probs=False, *,
+                           schedule="auto"):
+    """q (total_q, heads_q, head_dim), k and v (total_k, heads_kv, head_dim)
+    packed, as FA3 takes them; lse (heads_q, total_q)."""
+    out, lse = varlen_attention("flash_attn_interface.flash_attn_varlen_func", q, k, v, cu_seqlens_q, cu_seqlens_k,
+                                seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                                deterministic, schedule, sm_margin, qv=qv, q_descale=q_descale, k_descale=k_descale,
+                                v_descale=v_descale, window_size=window_size, attention_chunk=attention_chunk,
+                                softcap=softcap, num_splits=num_splits, pack_gqa=pack_gqa)
     return (out, lse) if return_attn_probs else out

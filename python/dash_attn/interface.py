@@ -1,6 +1,7 @@
 """User-facing functions in FlashAttention-2's argument order (flash_attn_func,
-its qkv/kv-packed forms) and PyTorch's scaled_dot_product_attention, with
-dash_attn's deterministic backward. FA3's order lives in flash_attn_interface."""
+its qkv/kv-packed forms, flash_attn_varlen_func) and PyTorch's
+scaled_dot_product_attention, with dash_attn's deterministic backward (none yet
+for variable-length batches). FA3's order lives in flash_attn_interface."""
 
 import math
 
@@ -27,6 +28,82 @@ def attention(function, q, k, v, softmax_scale=None, causal=False, deterministic
     return ops.fwd(q, k, v, float(scale), bool(causal), bool(deterministic), schedule, sm_margin)
 
 
+def check_varlen(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k):
+    """The packed layout's rules: q (total_q, heads_q, head_dim), k and v
+    (total_k, heads_kv, head_dim), int32 lengths on q's device. The values in
+    the lengths are not read: that would sync with the device (the kernels
+    clamp every sequence into the tensors instead)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"dash_attn.{function}: argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 3:
+            raise ValueError(f"dash_attn.{function}: argument '{name}': expected 3 dimensions "
+                             f"(total_tokens, heads, head_dim), got shape {tuple(t.shape)}")
+        if 0 in t.shape:
+            raise ValueError(f"dash_attn.{function}: argument '{name}': empty tensors are not accepted, "
+                             f"got shape {tuple(t.shape)}")
+    if k.shape[2] != q.shape[2]:
+        raise ValueError(f"dash_attn.{function}: argument 'k': expected head_dim {q.shape[2]} like q, "
+                         f"got shape {tuple(k.shape)}")
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(f"dash_attn.{function}: argument 'v': expected the shape of k {tuple(k.shape)}, "
+                         f"got {tuple(v.shape)}")
+    # flash_attn_func's rules for device, dtype, compiled head dims and GQA, on
+    # the packed tensors seen as one batch of total tokens (their shapes already pass).
+    check_qkv(function, q[None], k[None], v[None], _library.compiled_head_dims)
+    for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        _check_int32_array(function, name, t, q.device)
+    entries = cu_seqlens_q.shape[0]
+    if entries < 2:
+        raise ValueError(f"dash_attn.{function}: argument 'cu_seqlens_q': expected batch + 1 >= 2 entries, "
+                         f"got {entries}")
+    if cu_seqlens_k.shape[0] != entries:
+        raise ValueError(f"dash_attn.{function}: argument 'cu_seqlens_k': expected {entries} entries like "
+                         f"cu_seqlens_q (batch + 1), got {cu_seqlens_k.shape[0]}")
+    for name, t in (("seqused_q", seqused_q), ("seqused_k", seqused_k)):
+        if t is not None:
+            _check_int32_array(function, name, t, q.device, entries - 1)
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        # SymInt: torch.compile may trace a changing length as a symbol.
+        if not isinstance(value, (int, torch.SymInt)) or isinstance(value, bool):
+            raise TypeError(f"dash_attn.{function}: argument '{name}': expected an int (the longest sequence's "
+                            f"length), got {type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"dash_attn.{function}: argument '{name}': expected a positive int, got {value}")
+
+
+def _check_int32_array(function, name, t, device, entries=None):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"dash_attn.{function}: argument '{name}': expected a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.int32:
+        raise TypeError(f"dash_attn.{function}: argument '{name}': expected dtype torch.int32, got {t.dtype}")
+    if t.dim() != 1:
+        raise ValueError(f"dash_attn.{function}: argument '{name}': expected 1 dimension, got shape {tuple(t.shape)}")
+    if t.device != device:
+        raise ValueError(f"dash_attn.{function}: argument '{name}': expected device {device} like q, got {t.device}")
+    if entries is not None and t.shape[0] != entries:
+        raise ValueError(f"dash_attn.{function}: argument '{name}': expected {entries} entries (one per sequence), "
+                         f"got {t.shape[0]}")
+
+
+def varlen_attention(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
+                     softmax_scale=None, causal=False, deterministic=True, schedule="auto", sm_margin=0, **features):
+    """attention() for a variable-length batch: (out, lse), lse (heads_q, total_q)."""
+    check_unsupported(function, **{name: value for name, value in features.items() if name not in HINTS})
+    check_varlen(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k)
+    check_sm_margin(function, sm_margin)
+    # Checked as flash_attn_func checks them; only a backward would use them, and
+    # the forward is deterministic anyway, so use_deterministic_algorithms has nothing to upgrade.
+    resolve_deterministic(function, deterministic, schedule, False)
+    # The op has no autograd yet: refuse rather than return an out without a gradient.
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise NotImplementedError(f"dash_attn.{function}: the backward of a variable-length batch is not implemented "
+                                  "yet; call it under torch.no_grad() or detach the inputs")
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    return ops.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
+                          float(scale), bool(causal), sm_margin)
+
+
 def fa3_keywords(function, kwargs):
     unknown = set(kwargs) - set(FA3_KEYWORDS)
     if unknown:
@@ -49,6 +126,31 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     out, lse = attention("flash_attn_func", q, k, v, softmax_scale, causal, deterministic, schedule,
                          dropout_p=dropout_p, window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,
                          **fa3_keywords("flash_attn_func", kwargs))
+    if return_lse:
+        return out, lse
+    return (out, lse, None) if return_attn_probs else out
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=True, return_attn_probs=False, *, seqused_q=None, seqused_k=None,
+                           schedule="auto", sm_margin=0, return_lse=False, **fa3_kwargs):
+    """Drop-in for flash_attn.flash_attn_varlen_func (FA2's order; FA3's
+    keywords, seqused_q= and seqused_k= accepted), forward only for now: q
+    (total_q, heads_q, head_dim), k and v (total_k, heads_kv, head_dim), the
+    sequences packed along dim 0; cu_seqlens_q / cu_seqlens_k int32 (batch + 1)
+    offsets on q's device; max_seqlen_* the longest lengths. Causal masks are
+    bottom-right aligned per sequence. A gradient through q, k or v raises
+    NotImplementedError (no varlen backward yet). Returns out; (out, lse, None)
+    with return_attn_probs=True; (out, lse) with return_lse=True; lse is
+    (heads_q, total_q)."""
+    if hasattr(dropout_p, "shape"):  # FA3's order takes seqused_q where FA2's takes dropout_p
+        raise TypeError("dash_attn.flash_attn_varlen_func: argument 'dropout_p': got a tensor; for FA3's order "
+                        "(seqused_q 8th) use dash_attn.flash_attn_interface.flash_attn_varlen_func or seqused_q=")
+    out, lse = varlen_attention("flash_attn_varlen_func", q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+                                max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, schedule, sm_margin,
+                                dropout_p=dropout_p, window_size=window_size, softcap=softcap,
+                                alibi_slopes=alibi_slopes, **fa3_keywords("flash_attn_varlen_func", fa3_kwargs))
     if return_lse:
         return out, lse
     return (out, lse, None) if return_attn_probs else out

@@ -1,7 +1,8 @@
 """dash_attn's forward and backward as torch.library custom ops: opaque to
 torch.compile (fake implementations give shapes), autograd registered through
 the op (gradients of out and of lse), workspace from torch's caching allocator
-and the current stream used, so CUDA-graph capture works."""
+and the current stream used, so CUDA-graph capture works. The variable-length
+forward is an op of its own, without autograd until its backward exists."""
 
 from typing import Optional
 
@@ -38,6 +39,34 @@ def _(q, k, v, softmax_scale, causal, deterministic, schedule, sm_margin):
     batch, seqlen_q, heads_q, _ = q.shape
     return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(
         (batch, heads_q, seqlen_q), dtype=torch.float32)
+
+
+@torch.library.custom_op("dash_attn::fwd_varlen", mutates_args=(), device_types="cuda")
+def fwd_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+               cu_seqlens_k: torch.Tensor, seqused_q: Optional[torch.Tensor], seqused_k: Optional[torch.Tensor],
+               max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool,
+               sm_margin: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A variable-length batch: q (total_q, heads_q, head_dim), k and v
+    (total_k, heads_kv, head_dim); lse (heads_q, total_q). No autograd: the
+    varlen backward does not exist yet (interface.py refuses a gradient)."""
+    q, k, v = (_readable(t) for t in (q, k, v))
+    # The kernels read the int32 arrays as packed device arrays.
+    cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k = (
+        t.contiguous() if t is not None else None for t in (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k))
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+    # deterministic and schedule pick the backward's schedule; the forward has one of its own.
+    options = _library.make_options(causal, softmax_scale, True, "auto", sm_margin=sm_margin)
+    _library.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, out,
+                            lse, options, _stream(q.device))
+    return out, lse
+
+
+@fwd_varlen.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+      sm_margin):
+    return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty((q.shape[1], q.shape[0]),
+                                                                                   dtype=torch.float32)
 
 
 @torch.library.custom_op("dash_attn::bwd", mutates_args=(), device_types="cuda")

@@ -1,5 +1,6 @@
 """The Python side of the C ABI agrees with include/dash_attn/c_api.h, and a
 library of another ABI version is refused at load. Needs neither torch nor a GPU."""
+import ctypes
 import importlib.util
 import pathlib
 import re
@@ -73,13 +74,43 @@ def test_options_carry_the_named_schedule_code():
         library.make_options(True, None, True, "bogus")
 
 
+def header_structs():
+    """typedef struct { ... } DashName; -> [(field, C type)], pointers as "*"."""
+    text = re.sub(r"/\*.*?\*/", "", _header.read_text(), flags=re.S)
+    structs = {}
+    for body, name in re.findall(r"typedef\s+struct\s*\{(.*?)\}\s*(Dash\w+)\s*;", text, flags=re.S):
+        fields = []
+        for declaration in filter(None, (d.strip() for d in body.split(";"))):
+            kind, names = re.match(r"((?:const\s+)?\w+\s*\**)\s*(.*)", declaration).groups()
+            kind = "*" if "*" in kind else kind.strip()
+            fields += [(field.strip(), kind) for field in names.split(",")]
+        structs[name] = fields
+    return structs
+
+
+_C_TYPES = {"int64_t": ctypes.c_int64, "int32_t": ctypes.c_int32, "float": ctypes.c_float, "*": ctypes.c_void_p}
+
+
+def test_ctypes_structs_match_the_header_layouts():
+    """Every struct of the header has its ctypes twin (DashX <-> library.X) with
+    the same fields in the same order and types, so both sides agree on offsets."""
+    structs = header_structs()
+    assert {"DashShape", "DashTensor", "DashLse", "DashOptions", "DashVarlenLengths", "DashKernelRow"} <= set(structs)
+    for name, fields in structs.items():
+        twin = getattr(library, name[len("Dash"):])
+        # KernelRow spells C's `pass` as pass_ (a Python keyword).
+        assert [(field.rstrip("_"), kind) for field, kind in twin._fields_] == \
+            [(field, _C_TYPES[kind]) for field, kind in fields], name
+
+
 def _fake_library(tmp_path, version):
     """A shared library exporting the C ABI's symbols as stubs; `version` None
     leaves dash_abi_version out, as in a library older than the version rule."""
     compiler = shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         pytest.skip("no C compiler to build a fake library")
-    stubs = ["int dash_forward(void) { return 0; }", "int dash_backward(void) { return 0; }",
+    stubs = ["int dash_forward(void) { return 0; }", "int dash_forward_varlen(void) { return 0; }",
+             "int dash_backward(void) { return 0; }",
              "int dash_backward_workspace_size(void) { return 0; }", "const char* dash_last_error(void) { return \"\"; }",
              "int dash_compiled_kernels(void) { return 0; }"]
     if version is not None:

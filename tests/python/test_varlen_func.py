@@ -1,0 +1,368 @@
+"""flash_attn_varlen_func (a variable-length batch, forward only for now).
+On the CPU: the argument rules, the refusal of a gradient, the frontends'
+mapping onto ops.fwd_varlen (stood in for) and the op's fake implementation.
+On an sm_90 GPU: accuracy per sequence against SDPA in fp64, lse, bitwise
+independence of a document's result from its place in the packing and from
+flash_attn_func, opcheck and torch.compile. Skipped without torch."""
+import pathlib
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+import dash_attn  # noqa: E402
+from dash_attn import flash_attn_interface, interface, ops  # noqa: E402
+
+F = torch.nn.functional
+on_sm90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+gpu = pytest.mark.skipif(not on_sm90, reason="needs an sm_90 GPU")
+
+
+def offsets(lengths, device="cpu"):
+    return torch.tensor([0] + lengths, dtype=torch.int32, device=device).cumsum(0, dtype=torch.int32)
+
+
+def packed(lengths_q, lengths_k=None, heads_q=8, heads_kv=2, head_dim=128, device="cpu", dtype=torch.bfloat16,
+           seed=0):
+    """q, k, v packed along dim 0, and the arguments that describe them."""
+    lengths_k = lengths_q if lengths_k is None else lengths_k
+    gen = torch.Generator(device=device).manual_seed(seed)
+    make = lambda total, heads: torch.randn(total, heads, head_dim, device=device, dtype=dtype, generator=gen)
+    return dict(q=make(sum(lengths_q), heads_q), k=make(sum(lengths_k), heads_kv), v=make(sum(lengths_k), heads_kv),
+                cu_seqlens_q=offsets(lengths_q, device), cu_seqlens_k=offsets(lengths_k, device),
+                max_seqlen_q=max(lengths_q), max_seqlen_k=max(lengths_k))
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """ops.fwd_varlen stood in for (no GPU here): records what the frontends send."""
+    recorded = []
+
+    def fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
+                   softmax_scale, causal, sm_margin):
+        recorded.append(dict(seqused=(seqused_q, seqused_k), max_seqlen=(max_seqlen_q, max_seqlen_k),
+                             scale=softmax_scale, causal=causal, sm_margin=sm_margin))
+        return torch.zeros_like(q), torch.zeros(q.shape[1], q.shape[0])
+
+    monkeypatch.setattr(ops, "fwd_varlen", fwd_varlen)
+    monkeypatch.setattr(interface, "check_qkv", lambda *args: None)  # CPU tensors
+    return recorded
+
+
+def test_fa2_order_and_returns(calls):
+    a = packed([3, 5, 0, 7])
+    out = dash_attn.flash_attn_varlen_func(*a.values(), causal=True, sm_margin=4)
+    assert out.shape == (15, 8, 128)
+    assert calls[-1] == dict(seqused=(None, None), max_seqlen=(7, 7), scale=pytest.approx(128 ** -0.5),
+                             causal=True, sm_margin=4)
+    out, lse = dash_attn.flash_attn_varlen_func(*a.values(), return_lse=True)  # FA4's keyword
+    assert lse.shape == (8, 15)
+    out, lse, probs = dash_attn.flash_attn_varlen_func(*a.values(), 0.0, 0.25, return_attn_probs=True)
+    assert probs is None and calls[-1]["scale"] == pytest.approx(0.25)
+    used = torch.tensor([1, 2, 0, 3], dtype=torch.int32)
+    dash_attn.flash_attn_varlen_func(*a.values(), seqused_q=used, seqused_k=used, pack_gqa=True, num_splits=2)
+    assert calls[-1]["seqused"] == (used, used)
+
+
+def test_fa3_order_takes_seqused_then_softmax_scale(calls):
+    a = packed([3, 5])
+    used = torch.tensor([3, 4], dtype=torch.int32)
+    out, lse = flash_attn_interface.flash_attn_varlen_func(*a.values(), used, None, 0.3, True, return_attn_probs=True)
+    assert calls[-1]["seqused"] == (used, None) and calls[-1]["scale"] == pytest.approx(0.3)
+    assert calls[-1]["causal"] is True and lse.shape == (8, 8)
+    assert isinstance(flash_attn_interface.flash_attn_varlen_func(*a.values()), torch.Tensor)
+    with pytest.raises(TypeError, match=r"'dropout_p': got a tensor.*flash_attn_interface.flash_attn_varlen_func"):
+        dash_attn.flash_attn_varlen_func(*a.values(), used)  # FA3's order given to FA2's function
+
+
+@pytest.mark.parametrize("keywords, fragment", [
+    (dict(dropout_p=0.1), "dropout_p=0.1"),
+    (dict(window_size=(16, 0)), r"window_size=\(16, 0\)"),
+    (dict(softcap=30.0), "softcap=30.0"),
+    (dict(alibi_slopes=torch.ones(8)), r"alibi_slopes=<tensor of shape \(8,\)>"),
+    (dict(q_descale=torch.ones(1, 2)), "q_descale"),
+])
+def test_features_dash_attn_lacks_are_named(calls, keywords, fragment):
+    with pytest.raises(NotImplementedError, match=r"dash_attn.flash_attn_varlen_func: not supported yet: " + fragment):
+        dash_attn.flash_attn_varlen_func(*packed([3, 5]).values(), **keywords)
+    assert not calls
+
+
+def test_fa3_order_names_its_features(calls):
+    with pytest.raises(NotImplementedError, match=r"flash_attn_interface.flash_attn_varlen_func: .*attention_chunk=64"):
+        flash_attn_interface.flash_attn_varlen_func(*packed([3, 5]).values(), attention_chunk=64)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['fancy'\]"):
+        dash_attn.flash_attn_varlen_func(*packed([3, 5]).values(), fancy=1)
+    assert not calls
+
+
+def replaced(name, value, lengths=(3, 5, 7)):
+    a = packed(list(lengths))
+    a[name] = value
+    return a
+
+
+int64 = torch.tensor([0, 3, 8], dtype=torch.int64)
+int32 = lambda *values: torch.tensor(values, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("arguments, keywords, error, fragment", [
+    (replaced("q", torch.zeros(1, 15, 8, 128)), {}, ValueError, "'q': expected 3 dimensions (total_tokens"),
+    (replaced("k", torch.zeros(15, 2, 64)), {}, ValueError, "'k': expected head_dim 128 like q"),
+    (replaced("v", torch.zeros(14, 2, 128)), {}, ValueError, "'v': expected the shape of k (15, 2, 128)"),
+    (replaced("q", torch.zeros(0, 8, 128)), {}, ValueError, "'q': empty tensors"),
+    (replaced("k", [1, 2]), {}, TypeError, "'k': expected a torch.Tensor, got list"),
+    (replaced("cu_seqlens_q", int64), {}, TypeError, "'cu_seqlens_q': expected dtype torch.int32, got torch.int64"),
+    (replaced("cu_seqlens_k", int32(0, 3, 8, 15)[None]), {}, ValueError, "'cu_seqlens_k': expected 1 dimension"),
+    (replaced("cu_seqlens_k", int32(0, 3, 15)), {}, ValueError,
+     "'cu_seqlens_k': expected 4 entries like cu_seqlens_q (batch + 1), got 3"),
+    (replaced("cu_seqlens_q", int32(0)), {}, ValueError, "'cu_seqlens_q': expected batch + 1 >= 2 entries, got 1"),
+    (replaced("cu_seqlens_q", torch.zeros(4, dtype=torch.int32, device="meta")), {}, ValueError,
+     "'cu_seqlens_q': expected device cpu like q, got meta"),
+    (replaced("max_seqlen_q", 0), {}, ValueError, "'max_seqlen_q': expected a positive int, got 0"),
+    (replaced("max_seqlen_k", 7.0), {}, TypeError, "'max_seqlen_k': expected an int"),
+    (replaced("max_seqlen_k", torch.tensor(7)), {}, TypeError, "'max_seqlen_k': expected an int"),
+    (replaced("max_seqlen_q", True), {}, TypeError, "'max_seqlen_q': expected an int"),
+    (packed([3, 5, 7]), dict(seqused_q=int32(1, 2)), ValueError, "'seqused_q': expected 3 entries (one per sequence)"),
+    (packed([3, 5, 7]), dict(seqused_k=int32(1, 2, 3).long()), TypeError, "'seqused_k': expected dtype torch.int32"),
+    (packed([3, 5, 7]), dict(sm_margin=-1), ValueError, "'sm_margin': expected an int >= 0"),
+    (packed([3, 5, 7]), dict(schedule="fastest"), ValueError, "argument 'schedule'"),
+    (packed([3, 5, 7]), dict(schedule="atomic"), ValueError, "'atomic' is not deterministic"),
+])
+def test_bad_arguments_name_the_argument(calls, arguments, keywords, error, fragment):
+    with pytest.raises(error) as raised:
+        dash_attn.flash_attn_varlen_func(*arguments.values(), **keywords)
+    assert fragment in str(raised.value) and "dash_attn.flash_attn_varlen_func" in str(raised.value)
+    assert not calls
+
+
+def test_flash_attn_func_rules_apply_to_the_packed_tensors():
+    """check_qkv itself (not stood in for) sees the packed tensors: CPU ones are refused by name."""
+    with pytest.raises(ValueError, match="flash_attn_varlen_func: argument 'q': expected a CUDA tensor"):
+        dash_attn.flash_attn_varlen_func(*packed([3, 5]).values())
+
+
+def test_a_gradient_is_refused_not_dropped(calls):
+    a = packed([3, 5])
+    a["k"].requires_grad_()
+    message = ("dash_attn.flash_attn_varlen_func: the backward of a variable-length batch is not implemented yet; "
+               "call it under torch.no_grad() or detach the inputs")
+    with pytest.raises(NotImplementedError) as raised:
+        dash_attn.flash_attn_varlen_func(*a.values())
+    assert str(raised.value) == message
+    with pytest.raises(NotImplementedError, match="flash_attn_interface.flash_attn_varlen_func: the backward"):
+        flash_attn_interface.flash_attn_varlen_func(*a.values())
+    assert not calls
+    with torch.no_grad():
+        dash_attn.flash_attn_varlen_func(*a.values())
+    dash_attn.flash_attn_varlen_func(*(t.detach() if isinstance(t, torch.Tensor) else t for t in a.values()))
+    assert len(calls) == 2
+
+
+def fake_cuda_batch(lengths_q, lengths_k, heads_q=8, heads_kv=2, head_dim=128):
+    """Fake CUDA tensors (no GPU needed) laid out as packed() lays them."""
+    q = torch.empty(sum(lengths_q), heads_q, head_dim, dtype=torch.bfloat16, device="cuda")
+    k, v = (torch.empty(sum(lengths_k), heads_kv, head_dim, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    cu_q, cu_k = (torch.empty(len(lengths) + 1, dtype=torch.int32, device="cuda") for lengths in (lengths_q, lengths_k))
+    return dict(q=q, k=k, v=v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lengths_q),
+                max_seqlen_k=max(lengths_k))
+
+
+def test_fake_implementation_gives_the_output_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a = fake_cuda_batch([1, 127, 0, 5], [3, 127, 2, 0])
+        out, lse = ops.fwd_varlen(a["q"], a["k"], a["v"], a["cu_seqlens_q"], a["cu_seqlens_k"], None, None, 127, 127,
+                                  0.125, True, 0)
+        assert out.shape == (133, 8, 128) and out.dtype == torch.bfloat16 and out.is_contiguous()
+        assert out.device.type == "cuda" and lse.device.type == "cuda"
+        assert lse.shape == (8, 133) and lse.dtype == torch.float32 and lse.is_contiguous()
+        used = torch.empty(4, dtype=torch.int32, device="cuda")
+        out, lse = ops.fwd_varlen(a["q"][:, :4], a["k"][:, :1], a["v"][:, :1], a["cu_seqlens_q"], a["cu_seqlens_k"],
+                                  used, used, 127, 127, 0.125, False, 0)
+        assert out.shape == (133, 4, 128) and out.is_contiguous() and lse.shape == (4, 133)
+
+
+def test_the_whole_frontend_on_fake_cuda_tensors(monkeypatch):
+    """Every check (check_qkv's included) and the op's fake implementation, with
+    the compiled head dims stood in for (no library here)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.setattr(interface._library, "compiled_head_dims", lambda dtype: (64, 128, 256))
+    with FakeTensorMode():
+        a = fake_cuda_batch([1, 127, 0, 5], [3, 127, 2, 0])
+        out, lse = dash_attn.flash_attn_varlen_func(*a.values(), causal=True, return_lse=True)
+        assert out.shape == (133, 8, 128) and lse.shape == (8, 133)
+        out = flash_attn_interface.flash_attn_varlen_func(*a.values(), a["cu_seqlens_q"][1:], None, 0.1)
+        assert out.shape == (133, 8, 128)
+        with pytest.raises(ValueError, match="'q': expected head_dim in \\(64, 128, 256\\)"):
+            b = fake_cuda_batch([3], [3], head_dim=96)
+            dash_attn.flash_attn_varlen_func(*b.values())
+        with pytest.raises(ValueError, match="'k': expected heads_kv dividing heads_q = 8"):
+            dash_attn.flash_attn_varlen_func(*fake_cuda_batch([3], [3], heads_kv=3).values())
+        a["cu_seqlens_k"] = a["cu_seqlens_k"].cpu()
+        with pytest.raises(ValueError, match="'cu_seqlens_k': expected device cuda:0 like q, got cpu"):
+            dash_attn.flash_attn_varlen_func(*a.values())
+
+
+# --- On an sm_90 GPU -------------------------------------------------------------------------------------------------
+
+RAGGED = [1, 127, 128, 129, 300, 0, 5]
+# Per sequence: seqlen_k below, equal to and above seqlen_q (bottom-right causal rows with no key included).
+RAGGED_K = [1, 200, 128, 64, 300, 3, 9]
+
+
+def visible(seqlen_q, seqlen_k, causal, device):
+    """Key j visible from row i: all, or bottom-right causal (j <= i + seqlen_k - seqlen_q)."""
+    rows = torch.arange(seqlen_q, device=device)[:, None]
+    cols = torch.arange(seqlen_k, device=device)[None, :]
+    return (cols <= rows + seqlen_k - seqlen_q) if causal else torch.ones(seqlen_q, seqlen_k, dtype=torch.bool,
+                                                                          device=device)
+
+
+def sequences(a):
+    """(b, q, k, v) of each sequence, cut out of the packing."""
+    cu_q, cu_k = a["cu_seqlens_q"].tolist(), a["cu_seqlens_k"].tolist()
+    for b in range(len(cu_q) - 1):
+        yield b, a["q"][cu_q[b]:cu_q[b + 1]], a["k"][cu_k[b]:cu_k[b + 1]], a["v"][cu_k[b]:cu_k[b + 1]]
+
+
+def reference(q, k, v, causal, dtype=torch.float64):
+    """One sequence: out (seqlen_q, heads_q, head_dim) by SDPA with an explicit
+    mask at dtype, and lse (heads_q, seqlen_q); rows without a key give 0."""
+    groups = q.shape[1] // k.shape[1]
+    qt, kt, vt = (t.to(dtype).transpose(0, 1) for t in (q, k.repeat_interleave(groups, 1),
+                                                        v.repeat_interleave(groups, 1)))
+    mask = visible(q.shape[0], k.shape[0], causal, q.device)
+    if dtype == torch.float64:
+        out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask)
+    else:  # naive: the scores rounded to dtype, as an unfused implementation has them
+        scores = (qt @ kt.transpose(-1, -2) / q.shape[-1] ** 0.5).masked_fill(~mask, float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ vt
+    scores = (qt.double() @ kt.double().transpose(-1, -2) / q.shape[-1] ** 0.5).masked_fill(~mask, float("-inf"))
+    return out.nan_to_num(0.0).transpose(0, 1), torch.logsumexp(scores, dim=-1), mask.any(dim=1)
+
+
+def max_error(a, b):
+    return (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+
+
+def same_bits(a, b):
+    """Bitwise equal (NaN and -0.0 included), unlike torch.equal on floats."""
+    as_int = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}[a.dtype]
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.contiguous().view(as_int),
+                                                                     b.contiguous().view(as_int))
+
+
+def varlen(a, **keywords):
+    with torch.no_grad():
+        return dash_attn.flash_attn_varlen_func(*a.values(), return_lse=True, **keywords)
+
+
+@gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lengths_k", [RAGGED, RAGGED_K], ids=["same_lengths", "other_lengths_k"])
+def test_ragged_batch_matches_sdpa_per_sequence(causal, lengths_k):
+    a = packed(RAGGED, lengths_k, device="cuda", seed=1)
+    out, lse = varlen(a, causal=causal)
+    assert out.shape == a["q"].shape and lse.shape == (8, sum(RAGGED))
+    cu_q = a["cu_seqlens_q"].tolist()
+    for b, q, k, v in sequences(a):
+        rows = slice(cu_q[b], cu_q[b + 1])
+        exact, exact_lse, has_key = reference(q, k, v, causal)
+        naive, _, _ = reference(q, k, v, causal, dtype=torch.bfloat16)
+        # FlashAttention-3's rule, as in test_torch_gpu.py: within 2x a naive bf16 error, plus atol.
+        assert max_error(out[rows], exact) <= 2 * max_error(naive, exact) + 1e-3, f"sequence {b}"
+        assert max_error(lse[:, rows][:, has_key], exact_lse[:, has_key]) < 1e-2, f"lse of sequence {b}"
+
+
+@gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_document_gives_the_same_bits_wherever_it_is_packed(causal):
+    """The same documents packed in two orders, behind a different first
+    document: each one's out and lse are bitwise those of the other packing."""
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    lengths = [300, 1, 129, 64, 200, 77]
+    documents = [[torch.randn(n, h, 128, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (8, 2, 2)]
+                 for n in lengths]
+
+    def pack(order):
+        chosen = [documents[i] for i in order]
+        return dict(q=torch.cat([d[0] for d in chosen]), k=torch.cat([d[1] for d in chosen]),
+                    v=torch.cat([d[2] for d in chosen]), cu_seqlens_q=offsets([lengths[i] for i in order], "cuda"),
+                    cu_seqlens_k=offsets([lengths[i] for i in order], "cuda"), max_seqlen_q=300, max_seqlen_k=300)
+
+    first_order, second_order = [0, 1, 2, 3, 4], [5, 4, 2, 0, 3, 1]  # document 5 shifts every offset
+    results = []
+    for order in (first_order, second_order):
+        a = pack(order)
+        out, lse = varlen(a, causal=causal)
+        starts = dict(zip(order, a["cu_seqlens_q"].tolist()))
+        results.append({i: (out[starts[i]:starts[i] + lengths[i]], lse[:, starts[i]:starts[i] + lengths[i]])
+                        for i in order})
+    for i in first_order:
+        assert same_bits(results[0][i][0], results[1][i][0]), f"out of document {i}"
+        assert same_bits(results[0][i][1], results[1][i][1]), f"lse of document {i}"
+
+
+@gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_each_sequence_equals_flash_attn_func_on_it_alone(causal):
+    a = packed(RAGGED, RAGGED_K, device="cuda", seed=3)
+    out, lse = varlen(a, causal=causal)
+    cu_q = a["cu_seqlens_q"].tolist()
+    for b, q, k, v in sequences(a):
+        if q.shape[0] == 0 or k.shape[0] == 0:
+            continue
+        alone, alone_lse = dash_attn.flash_attn_func(q[None], k[None], v[None], causal=causal, return_lse=True)
+        rows = slice(cu_q[b], cu_q[b + 1])
+        assert torch.equal(out[rows], alone[0]), f"out of sequence {b}"
+        assert same_bits(lse[:, rows], alone_lse[0]), f"lse of sequence {b}"
+
+
+@gpu
+def test_seqused_limits_each_sequence():
+    """seqused_q / seqused_k (FA3's used lengths) cut each sequence short: its
+    first rows are those of the shortened sequence, against SDPA."""
+    a = packed(RAGGED, device="cuda", seed=4)
+    used = [1, 100, 128, 1, 250, 0, 3]
+    used_k = [1, 127, 60, 129, 300, 0, 5]
+    out, lse = varlen(a, causal=True, seqused_q=torch.tensor(used, dtype=torch.int32, device="cuda"),
+                      seqused_k=torch.tensor(used_k, dtype=torch.int32, device="cuda"))
+    cu_q = a["cu_seqlens_q"].tolist()
+    for b, q, k, v in sequences(a):
+        exact, exact_lse, has_key = reference(q[:used[b]], k[:used_k[b]], v[:used_k[b]], True)
+        naive, _, _ = reference(q[:used[b]], k[:used_k[b]], v[:used_k[b]], True, dtype=torch.bfloat16)
+        rows = slice(cu_q[b], cu_q[b] + used[b])
+        assert max_error(out[rows], exact) <= 2 * max_error(naive, exact) + 1e-3, f"sequence {b}"
+        assert max_error(lse[:, rows][:, has_key], exact_lse[:, has_key]) < 1e-2, f"lse of sequence {b}"
+
+
+@gpu
+def test_custom_op_passes_opcheck():
+    a = packed([1, 127, 0, 130], [5, 127, 3, 64], heads_q=4, heads_kv=2, head_dim=64, device="cuda")
+    tensors = [a[name] for name in ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")]
+    used = torch.tensor([1, 100, 0, 64], dtype=torch.int32, device="cuda")
+    for seqused in ((None, None), (used, used)):
+        torch.library.opcheck(ops.fwd_varlen, (*tensors, *seqused, 130, 127, 0.125, True, 0))
+
+
+@gpu
+def test_torch_compile_fullgraph_under_no_grad():
+    a = packed(RAGGED, RAGGED_K, device="cuda", seed=5)
+    for name in ("q", "k", "v"):
+        a[name].requires_grad_()  # no_grad makes the forward-only call legal
+
+    @torch.compile(fullgraph=True)
+    def attend(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+        return dash_attn.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                                causal=True).float().sum(-1)
+
+    with torch.no_grad():
+        eager = dash_attn.flash_attn_varlen_func(*a.values(), causal=True).float().sum(-1)
+        assert torch.equal(attend(*a.values()), eager)
+        # A changed max_seqlen can reach the second compilation as a SymInt; any
+        # bound >= the longest sequence gives the same result.
+        assert torch.equal(attend(*list(a.values())[:5], 301, 302), eager)
