@@ -16,6 +16,12 @@ namespace dash_attn {
 // O = softmax(scale * Q K^T [masked]) V and the per-row LSE.
 void forward(const ForwardArgs& args, const Options& options, cudaStream_t stream);
 
+// The forward of a variable-length batch (types.hpp, VarlenForwardArgs): each
+// sequence attends to its own keys only, causal bottom-right per sequence.
+// A sequence's out and lse are bitwise the same whatever else is packed
+// around it, and equal to forward() on that sequence alone.
+void forward_varlen(const VarlenForwardArgs& args, const Options& options, cudaStream_t stream);
+
 // dQ, dK, dV from dO, O and the forward's LSE. Deterministic (bitwise
 // reproducible) unless options.schedule is kAtomic or options.deterministic is false.
 void backward(const BackwardArgs& args, const Options& options, cudaStream_t stream);

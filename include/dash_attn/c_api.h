@@ -13,7 +13,7 @@
 #define DASH_ATTN_C_API_H
 
 /* The version of everything in this header, as one number (see above). */
-#define DASH_ATTN_ABI_VERSION 2
+#define DASH_ATTN_ABI_VERSION 3
 
 #include <stddef.h>
 #include <stdint.h>
@@ -77,6 +77,24 @@ enum {
 
 DASH_C_API int dash_forward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
                  const DashTensor* out, const DashLse* lse, const DashOptions* options, void* stream);
+
+/* A variable-length batch (dash_attn::VarlenLengths): int32 device arrays,
+ * cu_seqlens_* with batch + 1 entries, seqused_* with batch entries or null. */
+typedef struct {
+  int64_t total_q, total_k;
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  const int32_t* seqused_q;
+  const int32_t* seqused_k;
+} DashVarlenLengths;
+
+/* shape: batch = sequences, seqlen_q / seqlen_k = max_seqlen_q / max_seqlen_k;
+ * q, k, v, out packed as (total, heads, head_dim) (batch_stride unused); lse
+ * (heads_q, total_q). */
+DASH_C_API int dash_forward_varlen(const DashShape* shape, const DashVarlenLengths* lengths, int32_t dtype,
+                                   const DashTensor* q, const DashTensor* k, const DashTensor* v,
+                                   const DashTensor* out, const DashLse* lse, const DashOptions* options,
+                                   void* stream);
 
 DASH_C_API int dash_backward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
                   const DashTensor* out, const DashTensor* dout, const DashLse* lse,

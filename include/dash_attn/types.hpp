@@ -79,6 +79,40 @@ struct ForwardArgs {
   LseView lse;
 };
 
+// A variable-length batch in FlashAttention's varlen layout: the sequences
+// are packed along the token dimension, Q (and out) as (total_q, heads_q,
+// head_dim), K and V as (total_k, heads_kv, head_dim), and sequence b owns
+// rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of Q and [cu_seqlens_k[b],
+// cu_seqlens_k[b + 1]) of K and V. The int32 arrays live in device memory
+// (batch + 1 entries; seqused_*: batch entries, optional, FA3's used lengths:
+// sequence b then has min(seqused[b], its cu_seqlens length) rows). Their
+// values cannot be checked without a host sync: the kernels clamp every
+// sequence into [0, total), so a bad array gives wrong rows, never an access
+// outside the tensors (docs/hardening.md).
+struct VarlenLengths {
+  int64_t total_q = 0;
+  int64_t total_k = 0;
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* seqused_q = nullptr;
+  const int32_t* seqused_k = nullptr;
+};
+
+// shape.batch is the number of sequences and shape.seqlen_q / seqlen_k are
+// max_seqlen_q / max_seqlen_k (they size the grid; a longer sequence is still
+// computed in full). The TensorViews' batch_stride is unused (rows are
+// tokens); lse is (heads_q, total_q) as FlashAttention's varlen functions
+// return it: row r of sequence b at head h is lse.data[h * head_stride +
+// cu_seqlens_q[b] + r] (batch_stride unused).
+struct VarlenForwardArgs {
+  ProblemShape shape;
+  VarlenLengths lengths;
+  DType dtype = DType::kBF16;
+  TensorView q, k, v;
+  TensorView out;
+  LseView lse;
+};
+
 struct BackwardArgs {
   ProblemShape shape;
   DType dtype = DType::kBF16;

@@ -74,6 +74,23 @@ int dash_forward(const DashShape* shape, int32_t dtype, const DashTensor* q, con
   });
 }
 
+int dash_forward_varlen(const DashShape* shape, const DashVarlenLengths* lengths, int32_t dtype, const DashTensor* q,
+                        const DashTensor* k, const DashTensor* v, const DashTensor* out, const DashLse* lse,
+                        const DashOptions* options, void* stream) {
+  return guarded([&] {
+    constexpr const char* kFn = "dash_forward_varlen";
+    dash_attn::VarlenForwardArgs a;
+    a.shape = to_shape(required(shape, kFn, "shape"));
+    const DashVarlenLengths& l = required(lengths, kFn, "lengths");
+    a.lengths = {l.total_q, l.total_k, l.cu_seqlens_q, l.cu_seqlens_k, l.seqused_q, l.seqused_k};
+    a.dtype = dash_attn::capi::to_dtype(dtype);
+    a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
+    a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
+    a.lse = to_lse(required(lse, kFn, "lse"));
+    dash_attn::forward_varlen(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
+  });
+}
+
 int dash_backward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
                   const DashTensor* out, const DashTensor* dout, const DashLse* lse, const DashLse* dlse,
                   const DashTensor* dq, const DashTensor* dk, const DashTensor* dv, void* workspace,

@@ -27,6 +27,24 @@ void forward(const ForwardArgs& args, const Options& options, cudaStream_t strea
   dispatch::launch_forward(args, scale, plan, stream);
 }
 
+void forward_varlen(const VarlenForwardArgs& args, const Options& options, cudaStream_t stream) {
+  host::validate_forward_varlen(args, options);
+  const VarlenLengths& l = args.lengths;
+  const dispatch::DeviceScope scope("forward_varlen",
+                                    {{"q", args.q.data}, {"k", args.k.data}, {"v", args.v.data}, {"out", args.out.data},
+                                     {"lse", args.lse.data}, {"lengths.cu_seqlens_q", l.cu_seqlens_q},
+                                     {"lengths.cu_seqlens_k", l.cu_seqlens_k}, {"lengths.seqused_q", l.seqused_q},
+                                     {"lengths.seqused_k", l.seqused_k}},
+                                    stream);
+  const float scale = host::resolved_softmax_scale(args.shape, options);
+  if (!(scale > 0.0f))
+    throw Error(ErrorCode::kNotSupported,
+                "dash_attn::forward_varlen: the sm90 kernel needs a positive softmax_scale, got " + std::to_string(scale));
+  const schedule::VarlenForwardTiles tiles = host::plan_forward_varlen(
+      args.shape, args.lengths, options.causal, dispatch::usable_sm_count("forward_varlen", options.sm_margin));
+  dispatch::launch_forward_varlen(args, scale, tiles, stream);
+}
+
 std::size_t backward_workspace_size(const ProblemShape& shape, const Options& options) {
   host::validate_problem("backward_workspace_size", shape, options);
   return host::plan_backward_workspace(shape, options).total_bytes;

@@ -30,6 +30,16 @@ void launch_forward(const ForwardArgs& args, float softmax_scale, const schedule
   not_compiled("forward", args.dtype, args.shape.head_dim);
 }
 
+void launch_forward_varlen(const VarlenForwardArgs& args, float softmax_scale,
+                           const schedule::VarlenForwardTiles& tiles, cudaStream_t stream) {
+#define DASH_RUN_FORWARD_VARLEN(row_dtype, row_head_dim)                      \
+  if (args.dtype == DType::k##row_dtype && args.shape.head_dim == row_head_dim) \
+    return sm90::run_forward_varlen<DType::k##row_dtype, row_head_dim>(args, softmax_scale, tiles, stream);
+  DASH_COMPILED_FORWARD_KERNELS(DASH_RUN_FORWARD_VARLEN)
+#undef DASH_RUN_FORWARD_VARLEN
+  not_compiled("forward_varlen", args.dtype, args.shape.head_dim);
+}
+
 void launch_backward_main(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
                           const sm90::BackwardMainConfig& config, cudaStream_t stream) {
 #define DASH_RUN_BACKWARD(row_dtype, row_head_dim)                            \

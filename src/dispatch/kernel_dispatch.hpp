@@ -10,6 +10,9 @@ namespace dash_attn::dispatch {
 void launch_forward(const ForwardArgs& args, float softmax_scale, const schedule::ForwardPlan& plan,
                     cudaStream_t stream);
 
+void launch_forward_varlen(const VarlenForwardArgs& args, float softmax_scale,
+                           const schedule::VarlenForwardTiles& tiles, cudaStream_t stream);
+
 void launch_backward_main(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
                           const sm90::BackwardMainConfig& config, cudaStream_t stream);
 

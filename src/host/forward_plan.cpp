@@ -28,4 +28,22 @@ schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_co
   return p;
 }
 
+schedule::VarlenForwardTiles plan_forward_varlen(const ProblemShape& s, const VarlenLengths& lengths, bool causal,
+                                                 int sm_count) {
+  schedule::VarlenForwardTiles t;
+  t.tile = forward_tile(static_cast<int>(s.head_dim));
+  t.batch = static_cast<int>(s.batch);
+  t.heads = static_cast<int>(s.heads_q);
+  t.causal = causal;
+  t.total_q = static_cast<int>(lengths.total_q);
+  t.total_k = static_cast<int>(lengths.total_k);
+  t.cu_seqlens_q = lengths.cu_seqlens_q;
+  t.cu_seqlens_k = lengths.cu_seqlens_k;
+  t.seqused_q = lengths.seqused_q;
+  t.seqused_k = lengths.seqused_k;
+  const long long bound = schedule::varlen_forward_tile_bound(s.batch, s.heads_q, s.seqlen_q, t.tile.block_m);
+  t.grid = static_cast<int>(std::max(1ll, std::min<long long>(bound, sm_count)));
+  return t;
+}
+
 }  // namespace dash_attn::host

@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "dash_attn/error.hpp"
 #include "dash_attn/kernel_table.hpp"
@@ -173,6 +174,52 @@ void validate_forward(const ForwardArgs& a, const Options& options) {
                    {{"q", view_of(a.q, s.batch, s.seqlen_q, s.heads_q, d)},
                     {"k", view_of(a.k, s.batch, s.seqlen_k, s.heads_kv, d)},
                     {"v", view_of(a.v, s.batch, s.seqlen_k, s.heads_kv, d)}});
+}
+
+void validate_forward_varlen(const VarlenForwardArgs& a, const Options& options) {
+  constexpr const char* kFn = "forward_varlen";
+  validate_problem(kFn, a.shape, options);
+  const ProblemShape& s = a.shape;
+  const VarlenLengths& l = a.lengths;
+  check_positive(kFn, "lengths.total_q", l.total_q);
+  check_positive(kFn, "lengths.total_k", l.total_k);
+  constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+  for (const auto& [name, total] : {std::pair{"lengths.total_q", l.total_q}, std::pair{"lengths.total_k", l.total_k}})
+    if (total > kMaxIndex - kSmallestBlock)
+      fail(ErrorCode::kNotSupported, kFn, name, "expected <= " + str(kMaxIndex - kSmallestBlock) + ", got " + str(total));
+  // Whatever the lengths hold, the batch has at most ceil(total_q / 64) + batch
+  // query tiles per head: the tile indices must fit 32 bits.
+  if ((l.total_q / kSmallestBlock + s.batch + 1) > kMaxIndex / s.heads_q)
+    fail(ErrorCode::kNotSupported, kFn, "shape",
+         "heads_q * (total_q / 64 + batch) overflows the 32-bit tile index");
+  for (const auto& [name, pointer] : {std::pair{"lengths.cu_seqlens_q", l.cu_seqlens_q},
+                                      std::pair{"lengths.cu_seqlens_k", l.cu_seqlens_k}})
+    if (pointer == nullptr) fail(ErrorCode::kInvalidArgument, kFn, name, "expected a device pointer to batch + 1 int32");
+  for (const auto& [name, pointer] :
+       {std::pair{"lengths.cu_seqlens_q", l.cu_seqlens_q}, std::pair{"lengths.cu_seqlens_k", l.cu_seqlens_k},
+        std::pair{"lengths.seqused_q", l.seqused_q}, std::pair{"lengths.seqused_k", l.seqused_k}})
+    if (reinterpret_cast<std::uintptr_t>(pointer) % alignof(int32_t) != 0)
+      fail(ErrorCode::kInvalidArgument, kFn, name, "expected a 4-byte aligned int32 pointer");
+  // The packed tensors are (total, heads, head_dim): one "batch" of total rows.
+  ProblemShape packed{1, l.total_q, l.total_k, s.heads_q, s.heads_kv, s.head_dim};
+  check_tensor(kFn, "q", a.q, 1, l.total_q, s.heads_q);
+  check_tensor(kFn, "k", a.k, 1, l.total_k, s.heads_kv);
+  check_tensor(kFn, "v", a.v, 1, l.total_k, s.heads_kv);
+  check_tensor(kFn, "out", a.out, 1, l.total_q, s.heads_q);
+  check_lse(kFn, "lse", a.lse, packed);
+  const int64_t d = s.head_dim;
+  const int64_t sequences = s.batch;
+  auto ints = [&](const int32_t* p, int64_t count) {
+    return StridedView{p, sizeof(int32_t), 1, {count}, {1}};
+  };
+  check_no_overlap(kFn, {{"out", view_of(a.out, 1, l.total_q, s.heads_q, d)}, {"lse", view_of(a.lse, packed)}},
+                   {{"q", view_of(a.q, 1, l.total_q, s.heads_q, d)},
+                    {"k", view_of(a.k, 1, l.total_k, s.heads_kv, d)},
+                    {"v", view_of(a.v, 1, l.total_k, s.heads_kv, d)},
+                    {"lengths.cu_seqlens_q", ints(l.cu_seqlens_q, sequences + 1)},
+                    {"lengths.cu_seqlens_k", ints(l.cu_seqlens_k, sequences + 1)},
+                    {"lengths.seqused_q", l.seqused_q != nullptr ? ints(l.seqused_q, sequences) : StridedView{}},
+                    {"lengths.seqused_k", l.seqused_k != nullptr ? ints(l.seqused_k, sequences) : StridedView{}}});
 }
 
 void validate_backward(const BackwardArgs& a, const Options& options, std::size_t required_workspace_bytes) {

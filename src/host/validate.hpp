@@ -10,6 +10,7 @@
 namespace dash_attn::host {
 
 void validate_forward(const ForwardArgs& args, const Options& options);
+void validate_forward_varlen(const VarlenForwardArgs& args, const Options& options);
 void validate_backward(const BackwardArgs& args, const Options& options, std::size_t required_workspace_bytes);
 // The shape and option rules alone (what backward_workspace_size needs).
 void validate_problem(const char* function, const ProblemShape& shape, const Options& options);

@@ -1,7 +1,7 @@
 // mask::MaskGeometry against a brute-force element mask on small shapes
 // (lengths around the tile sizes, unequal blocks, no mask, causal, windows):
 // row ranges, tile classes, tile ranges, the tile-local form and the
-// kernels' element masks (key_limit, visible<false>). HeadTiles, ForwardPlan,
+// kernels' element masks (key_limit_none_or_causal, tile_local_mask_none_or_causal, hidden<false>). HeadTiles, ForwardPlan,
 // the reference's key_visible and the kernels' formulas from before they
 // called the geometry (copied here) must give the same answers. At lengths near 2^31 the
 // geometry must match the forward plan's former 64-bit formulas.
@@ -128,7 +128,7 @@ bool check_geometry(const Case& c) {
           const bool expected =
               rule_visible(q * c.block_m + row, kv * c.block_n + key, c.seqlen_q, c.seqlen_k, c.left, c.right);
           // Without a left bound the kernels' two-compare form is the whole rule.
-          if (local.visible(key, row) != expected || (!g.has_left_bound() && local.visible<false>(key, row) != expected)) {
+          if (local.visible(key, row) != expected || (!g.has_left_bound() && local.hidden<false>(key, row) == expected)) {
             ADD_FAILURE() << where << " tile (" << q << ", " << kv << ") local (key " << key << ", row " << row << ")";
             return false;
           }
@@ -225,7 +225,8 @@ bool check_plans(const Case& c, bool causal) {
   for (int row = 0; row < t.q_tiles * c.block_m; ++row) {  // padding rows included
     const int diagonal_limit = row + 1 + c.seqlen_k - c.seqlen_q;
     const int limit = causal && diagonal_limit < c.seqlen_k ? diagonal_limit : c.seqlen_k;
-    if (g.col_begin(row) != 0 || g.key_limit(row) != limit || g.col_end(row) != (limit > 0 ? limit : 0)) {
+    if (g.col_begin(row) != 0 || g.key_limit(row) != limit || g.key_limit_none_or_causal(row) != limit ||
+        g.col_end(row) != (limit > 0 ? limit : 0)) {
       ADD_FAILURE() << where << " row " << row << ": forward kernel limit " << limit << ", col_end " << g.col_end(row);
       return false;
     }
@@ -242,15 +243,17 @@ bool check_plans(const Case& c, bool causal) {
       const int key_base = kv * c.block_n;
       const int keys_left = c.seqlen_k - key_base;
       const int diagonal = causal ? c.seqlen_k - c.seqlen_q + q * c.block_m - key_base : c.block_n;
-      const TileLocalMask local = g.tile_local_mask(q, kv);
-      if (local.keys_left != keys_left || local.max_key_minus_row != diagonal) {
+      const TileLocalMask local = g.tile_local_mask_none_or_causal(q, kv);
+      const TileLocalMask general = g.tile_local_mask(q, kv);
+      if (local.keys_left != keys_left || local.max_key_minus_row != diagonal || general.keys_left != keys_left ||
+          general.max_key_minus_row != diagonal) {
         ADD_FAILURE() << where << " tile (" << q << ", " << kv << "): backward kernel (" << keys_left << ", "
                       << diagonal << "), geometry (" << local.keys_left << ", " << local.max_key_minus_row << ")";
         return false;
       }
       for (int row = 0; row < c.block_m; ++row)  // padding rows included
         for (int key = 0; key < c.block_n; ++key)
-          if (local.visible<false>(key, row) != !(key >= keys_left || key - row > diagonal)) {
+          if (local.hidden<false>(key, row) != (key >= keys_left || key - row > diagonal)) {
             ADD_FAILURE() << where << " tile (" << q << ", " << kv << ") local (key " << key << ", row " << row << ")";
             return false;
           }

@@ -178,6 +178,48 @@ TEST(Validation, RefusesOutputsThatAliasInputsOrEachOther) {
                {"'workspace'", "overlaps 'dout'"});
 }
 
+// A varlen batch of 3 sequences packed into 300 query and 400 key rows.
+VarlenForwardArgs valid_forward_varlen() {
+  VarlenForwardArgs a;
+  a.shape = ProblemShape{3, 200, 250, 8, 2, 128};
+  const int64_t d = a.shape.head_dim;
+  a.lengths = VarlenLengths{300, 400, static_cast<const int32_t*>(fake_pointer(6)),
+                            static_cast<const int32_t*>(fake_pointer(7)), nullptr, nullptr};
+  a.q = TensorView{fake_pointer(1), 0, 8 * d, d, 1};
+  a.k = TensorView{fake_pointer(2), 0, 2 * d, d, 1};
+  a.v = TensorView{fake_pointer(3), 0, 2 * d, d, 1};
+  a.out = TensorView{fake_pointer(4), 0, 8 * d, d, 1};
+  a.lse = LseView{static_cast<float*>(fake_pointer(5)), 0, 300};
+  return a;
+}
+
+TEST(Validation, ForwardVarlenNamesWhatItRefuses) {
+  EXPECT_NO_THROW(host::validate_forward_varlen(valid_forward_varlen(), Options{}));
+  auto expect_varlen_error = [](auto mutate, ErrorCode code, std::initializer_list<std::string> fragments) {
+    VarlenForwardArgs a = valid_forward_varlen();
+    mutate(a);
+    expect_error([&] { host::validate_forward_varlen(a, Options{}); }, code, fragments);
+  };
+  using A = VarlenForwardArgs;
+  expect_varlen_error([](A& a) { a.lengths.cu_seqlens_q = nullptr; }, ErrorCode::kInvalidArgument,
+                      {"forward_varlen", "lengths.cu_seqlens_q", "batch + 1"});
+  expect_varlen_error([](A& a) { a.lengths.cu_seqlens_k = nullptr; }, ErrorCode::kInvalidArgument,
+                      {"lengths.cu_seqlens_k"});
+  expect_varlen_error(
+      [](A& a) { a.lengths.seqused_k = reinterpret_cast<const int32_t*>(static_cast<char*>(fake_pointer(8)) + 2); },
+      ErrorCode::kInvalidArgument, {"lengths.seqused_k", "aligned"});
+  expect_varlen_error([](A& a) { a.lengths.total_q = 0; }, ErrorCode::kInvalidArgument, {"lengths.total_q", ">= 1"});
+  expect_varlen_error([](A& a) { a.shape.seqlen_k = 0; }, ErrorCode::kInvalidArgument, {"shape.seqlen_k"});
+  expect_varlen_error([](A& a) { a.shape.head_dim = 96; }, ErrorCode::kNotSupported, {"shape.head_dim"});
+  expect_varlen_error([](A& a) { a.lse.head_stride = 299; }, ErrorCode::kInvalidArgument, {"lse", "head_stride"});
+  expect_varlen_error([](A& a) { a.q.seq_stride = 4; }, ErrorCode::kInvalidArgument, {"'q'", "seq_stride"});
+  expect_varlen_error([](A& a) { a.lengths.total_k = int64_t{1} << 31; }, ErrorCode::kNotSupported,
+                      {"lengths.total_k"});
+  expect_varlen_error([](A& a) { a.out.data = a.q.data; }, ErrorCode::kInvalidArgument, {"'out'", "overlaps 'q'"});
+  expect_varlen_error([](A& a) { a.lse.data = static_cast<float*>(fake_pointer(6)); },
+                      ErrorCode::kInvalidArgument, {"'lse'", "overlaps 'lengths.cu_seqlens_q'"});
+}
+
 TEST(Overlap, InterleavedSlicesOfOnePackedBufferShareNoElement) {
   // q, k, v as slices of one (batch 2, seqlen 100, 3, heads 8, dim 64) buffer: same strides, 8*64 apart.
   auto slice = [](int64_t which) {

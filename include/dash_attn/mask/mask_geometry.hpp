@@ -2,8 +2,8 @@
 // sees, and what that means for (Q tile, KV tile) pairs. The only place the
 // rule is written down: the backward's trip counts (schedule/head_tiles.hpp),
 // the forward's key ranges (src/host/forward_plan.hpp) and the fp64 reference
-// derive from it, and so do both kernels' element masks (key_limit,
-// tile_local_mask).
+// derive from it, and so do both kernels' element masks
+// (key_limit_none_or_causal, tile_local_mask_none_or_causal).
 //
 // The rule is FlashAttention's, bottom-right aligned: with
 // offset = seqlen_k - seqlen_q, query row r sees key c (0 <= c < seqlen_k) iff
@@ -60,11 +60,12 @@ struct TileLocalMask {
 
   // Without a left bound min_key_minus_row = -block_m lies below every in-tile
   // key - row, so a kernel that has none (no window before issue 18) skips
-  // that compare: <false> is one instruction fewer per element.
+  // that compare: hidden<false> is one instruction fewer per element.
   template <bool kLeftBound = true>
-  DASH_HOST_DEVICE constexpr bool visible(int key, int row) const {
-    return key < keys_left && key - row <= max_key_minus_row && (!kLeftBound || key - row >= min_key_minus_row);
+  DASH_HOST_DEVICE constexpr bool hidden(int key, int row) const {
+    return key >= keys_left || key - row > max_key_minus_row || (kLeftBound && key - row < min_key_minus_row);
   }
+  DASH_HOST_DEVICE constexpr bool visible(int key, int row) const { return !hidden(key, row); }
 };
 
 struct MaskGeometry {
@@ -95,9 +96,8 @@ struct MaskGeometry {
     return limit > 0 ? limit : 0;
   }
   // Keys >= key_limit(row) are hidden from the row (the window's right edge
-  // and the seqlen_k tail): the forward kernel's per-row element mask. Not
-  // clamped at 0 as col_end is (a limit <= 0 hides every key all the same),
-  // which keeps the kernel's one compare and select per row.
+  // and the seqlen_k tail): the forward's per-row element mask. Not clamped
+  // at 0 as col_end is (a limit <= 0 hides every key all the same).
   DASH_HOST_DEVICE constexpr int key_limit(int row) const {
     const int diagonal_limit = row + 1 + window.right + seqlen_k - seqlen_q;
     return has_right_bound() && diagonal_limit < seqlen_k ? diagonal_limit : seqlen_k;
@@ -162,13 +162,30 @@ struct MaskGeometry {
   }
   // Element visibility inside tile (q, kv). An unbounded side gets a limit
   // that every in-tile key - row (in (-block_m, block_n)) satisfies.
-  // The backward kernel builds its geometry with its compile-time block sizes,
-  // so first_row, first_key and the unbounded limits fold to constants.
   DASH_HOST_DEVICE constexpr TileLocalMask tile_local_mask(int q, int kv) const {
-    const int key_base = first_key(kv);
-    const int diagonal = seqlen_k - seqlen_q + first_row(q) - key_base;  // key - row on the diagonal
-    return TileLocalMask{seqlen_k - key_base, has_right_bound() ? diagonal + window.right : block_n,
+    const int diagonal = first_row(q) + diagonal_offset() - first_key(kv);  // key - row on the diagonal
+    return TileLocalMask{seqlen_k - first_key(kv), has_right_bound() ? diagonal + window.right : block_n,
                          has_left_bound() ? diagonal - window.left : -block_m};
+  }
+
+  // ---- the kernels' element masks for no mask and causal ----
+  // The forms the kernels were tuned with (a bool, no window arithmetic):
+  // equal to key_limit and tile_local_mask for those two windows (tested),
+  // which is all the kernels accept until sliding windows land. Written with
+  // window.right, the compiler keeps a select and an add of the window per
+  // row that `is_causal() &&` does not have (different SASS).
+  DASH_HOST_DEVICE constexpr bool is_causal() const { return window.left < 0 && window.right == 0; }
+  DASH_HOST_DEVICE constexpr int key_limit_none_or_causal(int row) const {
+    const int diagonal_limit = row + 1 + seqlen_k - seqlen_q;
+    return is_causal() && diagonal_limit < seqlen_k ? diagonal_limit : seqlen_k;
+  }
+  // The backward kernel builds its geometry with its compile-time block
+  // sizes, so first_row, first_key and block_n fold to constants; test with
+  // hidden<false> (no left bound).
+  DASH_HOST_DEVICE constexpr TileLocalMask tile_local_mask_none_or_causal(int q, int kv) const {
+    const int key_base = first_key(kv);
+    return TileLocalMask{seqlen_k - key_base, is_causal() ? seqlen_k - seqlen_q + first_row(q) - key_base : block_n,
+                         -block_m};
   }
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "dash_attn/schedule/forward_tiles.hpp"
+#include "dash_attn/schedule/varlen_forward_tiles.hpp"
 #include "dash_attn/types.hpp"
 
 namespace dash_attn::host {
@@ -12,5 +13,10 @@ namespace dash_attn::host {
 inline constexpr long long kForwardL2SectionBytes = 32ll << 20;
 
 schedule::ForwardPlan plan_forward(const ProblemShape& shape, bool causal, int sm_count);
+
+// A varlen batch: shape.seqlen_q (max_seqlen_q) bounds the tiles and so the
+// grid; the tiles themselves are found on the device from the lengths.
+schedule::VarlenForwardTiles plan_forward_varlen(const ProblemShape& shape, const VarlenLengths& lengths, bool causal,
+                                                 int sm_count);
 
 }  // namespace dash_attn::host

@@ -7,6 +7,7 @@
 #include "dash_attn/api.hpp"
 #include "dash_attn/plan/backward_plan.hpp"
 #include "dash_attn/schedule/forward_tiles.hpp"
+#include "dash_attn/schedule/varlen_forward_tiles.hpp"
 #include "dash_attn/schedule/schedule.hpp"
 
 namespace dash_attn::sm90 {
@@ -30,6 +31,11 @@ void run_forward(const ForwardArgs& args, float softmax_scale, const schedule::F
 template <DType kDType, int kHeadDim>
 void run_backward_main(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
                        const BackwardMainConfig& config, cudaStream_t stream);
+
+// The forward of one table row over a variable-length batch.
+template <DType kDType, int kHeadDim>
+void run_forward_varlen(const VarlenForwardArgs& args, float softmax_scale, const schedule::VarlenForwardTiles& tiles,
+                        cudaStream_t stream);
 
 // The forward's tile-claim counter for the current device and `stream`; null
 // when none can be made now (the kernel then takes the static order).

@@ -106,10 +106,10 @@ struct BwdMainloop {
       // per element compiled to a serial chain of predicated loads (~+60% on
       // a hdim 64 step).
       if (tiles.needs_mask(q_tile, work.kv)) {
-        const mask::TileLocalMask local = element_mask.tile_local_mask(q_tile, work.kv);
+        const mask::TileLocalMask local = element_mask.tile_local_mask_none_or_causal(q_tile, work.kv);
         CUTE_UNROLL
         for (int i = 0; i < size(s_acc); ++i)
-          if (!local.visible<false>(get<0>(coord_s(i)), get<1>(coord_s(i)))) s_acc(i) = 0.f;
+          if (local.hidden<false>(get<0>(coord_s(i)), get<1>(coord_s(i)))) s_acc(i) = 0.f;
       }
 
       // dS^T = P^T o (dP^T - D).

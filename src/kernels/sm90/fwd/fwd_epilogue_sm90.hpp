@@ -7,6 +7,7 @@
 #include <cutlass/array.h>
 
 #include "dash_attn/schedule/forward_tiles.hpp"
+#include "dash_attn/schedule/varlen_forward_tiles.hpp"
 #include "dash_attn/types.hpp"
 #include "fwd_softmax_sm90.hpp"
 #include "fwd_traits_sm90.hpp"
@@ -29,9 +30,25 @@ struct FwdEpilogueSm90 {
                   a.lse.data, a.lse.batch_stride, a.lse.head_stride};
   }
 
-  template <class FragO, class Softmax>
-  static CUTE_DEVICE void store(Params const& p, schedule::ForwardPlan const& plan, int thread_idx,
-                                schedule::ForwardWorkTile const& work, FragO& tOrO, Softmax& softmax) {
+  // Where the tile's (batch, head) rows start in out and lse; in a varlen
+  // batch its sequence's rows of the packed tensors.
+  static CUTE_DEVICE Element* out_origin(Params const& p, schedule::ForwardWorkTile const& work) {
+    return p.out + work.batch * p.out_batch_stride + work.head * p.out_head_stride;
+  }
+  static CUTE_DEVICE float* lse_origin(Params const& p, schedule::ForwardWorkTile const& work) {
+    return p.lse + work.batch * p.lse_batch_stride + work.head * p.lse_head_stride;
+  }
+  static CUTE_DEVICE Element* out_origin(Params const& p, schedule::VarlenForwardWork const& work) {
+    return p.out + work.q_offset * p.out_seq_stride + work.head * p.out_head_stride;
+  }
+  static CUTE_DEVICE float* lse_origin(Params const& p, schedule::VarlenForwardWork const& work) {
+    return p.lse + work.head * p.lse_head_stride + work.q_offset;
+  }
+
+  // Masks: as in the mainloop (its mask_geometry() has the rows' seqlen_q).
+  template <class Masks, class Work, class FragO, class Softmax>
+  static CUTE_DEVICE void store(Params const& p, Masks const& masks, int thread_idx, Work const& work, FragO& tOrO,
+                                Softmax& softmax) {
     using namespace cute;
     constexpr int kRows = Softmax::kRowsPerThread;
     float inverse_sum[kRows], lse[kRows];
@@ -41,12 +58,12 @@ struct FwdEpilogueSm90 {
                       .partition_C(make_identity_tensor(Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{}));
     auto o = rows_cols_view(tOrO);
     auto coords = rows_cols_view(tOcO);
-    Element* out = p.out + work.batch * p.out_batch_stride + work.head * p.out_head_stride;
-    float* lse_out = p.lse + work.batch * p.lse_batch_stride + work.head * p.lse_head_stride;
+    Element* out = out_origin(p, work);
+    float* lse_out = lse_origin(p, work);
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int row = work.m_block * Traits::kBlockM + get<0>(coords(r, 0));
-      if (row >= plan.seqlen_q) continue;
+      if (row >= masks.mask_geometry().seqlen_q) continue;
       Element* out_row = out + row * p.out_seq_stride;
       // Columns j and j + 1 of the view are adjacent in memory: one 4-byte store.
       CUTE_UNROLL

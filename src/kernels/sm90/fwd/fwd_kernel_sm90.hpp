@@ -14,8 +14,11 @@
 
 #include <cutlass/arch/reg_reconfig.h>
 
+#include <type_traits>
+
 #include "fwd_epilogue_sm90.hpp"
 #include "fwd_mainloop_sm90.hpp"
+#include "fwd_varlen_tiles_sm90.hpp"
 
 namespace dash_attn::sm90::fwd {
 
@@ -24,19 +27,25 @@ namespace dash_attn::sm90::fwd {
 // mbarrier's own release / acquire semantics order it for the hardware).
 CUTE_DEVICE void compiler_fence() { asm volatile("" ::: "memory"); }
 
-template <class Traits>
+// Tiles: schedule::ForwardPlan (fixed-length batches) or
+// schedule::VarlenForwardTiles (varlen; its producer keeps a whole warp to
+// find the tiles and hands the consumers the decoded tile instead of its index).
+template <class Traits, class Tiles = schedule::ForwardPlan>
 class FwdKernelSm90 {
  public:
   using Mainloop = FwdMainloopSm90<Traits>;
   using Epilogue = FwdEpilogueSm90<Traits>;
-  using SharedStorage = typename Traits::SharedStorage;
+  static constexpr bool kVarlen = std::is_same_v<Tiles, schedule::VarlenForwardTiles>;
+  using HandOff = std::conditional_t<kVarlen, schedule::VarlenForwardWork, int>;
+  using SharedStorage = typename Traits::template SharedStorageFor<HandOff>;
   static constexpr int kThreads = Traits::kThreads;
-  static constexpr int kSharedBytes = Traits::kSharedBytes;
+  static constexpr int kSharedBytes = sizeof(SharedStorage);
+  static_assert(kSharedBytes <= 227 * 1024, "forward tiles exceed the 227 KB of shared memory of an SM");
 
   struct Params {
     typename Mainloop::Params mainloop;
     typename Epilogue::Params epilogue;
-    schedule::ForwardPlan plan;
+    Tiles plan;
     // Claim counter, zero at launch and zeroed again by the last claim; null:
     // the static order cta, cta + grid, ...
     int* tile_counter;
@@ -50,7 +59,7 @@ class FwdKernelSm90 {
     const int warp_group = cutlass::canonical_warp_group_idx();
     const bool is_producer = warp_group == 0;
     const bool is_leader = is_producer && threadIdx.x == 0;
-    schedule::ForwardPlan const& plan = params.plan;
+    Tiles const& plan = params.plan;
 
     if (threadIdx.x == 0) Mainloop::prefetch_descriptors(params.mainloop);
 
@@ -78,29 +87,31 @@ class FwdKernelSm90 {
     __syncthreads();
 
     if (is_producer) {
-      cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
-      if (threadIdx.x != 0) return;
-      auto state_q = cutlass::make_producer_start_state<PipelineQ>();
-      auto state_kv = cutlass::make_producer_start_state<PipelineKV>();
-      uint32_t empty_phase = 1;  // the slot starts empty
-      for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
-        const schedule::ForwardWorkTile work = plan.work_tile(index);
-        const int n_block_end = plan.n_block_end(work.m_block);
-        if (n_block_end > 0)
-          Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work, n_block_end);
-        if (params.tile_counter != nullptr) {
-          const int claim = atomicAdd(params.tile_counter, 1);
-          if (plan.is_last_claim(claim)) atomicExch(params.tile_counter, 0);
-          index = plan.claimed_tile(claim);
-        } else {
-          index = plan.static_next_tile(index);
+      if constexpr (kVarlen) {
+        cutlass::arch::warpgroup_reg_dealloc<Traits::kVarlenProducerRegisters>();
+        if (threadIdx.x >= 32) return;
+        produce_varlen(params, smem, pipeline_q, pipeline_k, pipeline_v);
+      } else {
+        cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
+        if (threadIdx.x != 0) return;
+        auto state_q = cutlass::make_producer_start_state<PipelineQ>();
+        auto state_kv = cutlass::make_producer_start_state<PipelineKV>();
+        uint32_t empty_phase = 1;  // the slot starts empty
+        for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
+          const schedule::ForwardWorkTile work = plan.work_tile(index);
+          const int n_block_end = plan.n_block_end(work.m_block);
+          if (n_block_end > 0)
+            Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work,
+                           n_block_end);
+          if (params.tile_counter != nullptr) {
+            const int claim = atomicAdd(params.tile_counter, 1);
+            if (plan.is_last_claim(claim)) atomicExch(params.tile_counter, 0);
+            index = plan.claimed_tile(claim);
+          } else {
+            index = plan.static_next_tile(index);
+          }
+          hand_off(smem, empty_phase, index);
         }
-        cutlass::arch::ClusterBarrier::wait(&smem.tile_empty, empty_phase);
-        empty_phase ^= 1;
-        compiler_fence();
-        smem.next_tile = index;
-        compiler_fence();
-        cutlass::arch::ClusterBarrier::arrive(&smem.tile_full);  // release: the consumers see next_tile
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
@@ -114,22 +125,100 @@ class FwdKernelSm90 {
       // Consumer warpgroup 0 takes the first GEMM turn.
       if (consumer_wg == 1) Mainloop::pass_turn(consumer_wg);
       uint32_t full_phase = 0;
-      for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
-        const schedule::ForwardWorkTile work = plan.work_tile(index);
-        const int n_block_end = plan.n_block_end(work.m_block);
-        clear(tOrO);
-        softmax.reset();
-        if (n_block_end > 0)
-          Mainloop::mma(params.mainloop, plan, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v,
-                        thread_idx, work, n_block_end, tOrO, softmax);
-        Epilogue::store(params.epilogue, plan, thread_idx, work, tOrO, softmax);
-        cutlass::arch::ClusterBarrier::wait(&smem.tile_full, full_phase);
-        full_phase ^= 1;
-        compiler_fence();
-        index = smem.next_tile;
-        compiler_fence();
-        cutlass::arch::ClusterBarrier::arrive(&smem.tile_empty);
+      if constexpr (kVarlen) {
+        // Each consumer warp finds its CTA's first tile itself (blockIdx.x
+        // tiles in: a few scan steps); the producer hands over the rest.
+        VarlenTileCursor cursor;
+        schedule::VarlenForwardWork work = find_varlen_tile(plan, cursor, plan.first_tile(blockIdx.x));
+        while (!plan.done(work)) {
+          const schedule::VarlenTileMasks masks{&plan, work};
+          const int n_block_end = masks.mask_geometry().kv_end(work.m_block);
+          clear(tOrO);
+          softmax.reset();
+          if (n_block_end > 0)
+            Mainloop::mma(params.mainloop, masks, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v,
+                          thread_idx, work, n_block_end, tOrO, softmax);
+          Epilogue::store(params.epilogue, masks, thread_idx, work, tOrO, softmax);
+          work = take_hand_off(smem, full_phase);
+        }
+      } else {
+        // The same steps as the varlen loop, written out: through a shared
+        // lambda the compiler scheduled this loop differently (other SASS).
+        for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
+          const schedule::ForwardWorkTile work = plan.work_tile(index);
+          const int n_block_end = plan.n_block_end(work.m_block);
+          clear(tOrO);
+          softmax.reset();
+          if (n_block_end > 0)
+            Mainloop::mma(params.mainloop, plan, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v,
+                          thread_idx, work, n_block_end, tOrO, softmax);
+          Epilogue::store(params.epilogue, plan, thread_idx, work, tOrO, softmax);
+          index = take_hand_off(smem, full_phase);
+        }
       }
+    }
+  }
+
+ private:
+  // Producer: publishes the next tile once the consumers have read the last one.
+  static CUTE_DEVICE void hand_off(SharedStorage& smem, uint32_t& empty_phase, HandOff const& next) {
+    cutlass::arch::ClusterBarrier::wait(&smem.tile_empty, empty_phase);
+    empty_phase ^= 1;
+    compiler_fence();
+    smem.next_tile = next;
+    compiler_fence();
+    cutlass::arch::ClusterBarrier::arrive(&smem.tile_full);  // release: the consumers see next_tile
+  }
+  // Consumers: the tile the producer published, after which the slot is free again.
+  static CUTE_DEVICE HandOff take_hand_off(SharedStorage& smem, uint32_t& full_phase) {
+    cutlass::arch::ClusterBarrier::wait(&smem.tile_full, full_phase);
+    full_phase ^= 1;
+    compiler_fence();
+    const HandOff next = smem.next_tile;
+    compiler_fence();
+    cutlass::arch::ClusterBarrier::arrive(&smem.tile_empty);
+    return next;
+  }
+
+  // Varlen producer: warp 0 of the producer warpgroup finds every tile, lane
+  // 0 issues the loads, claims and hands off; the claim that finds the batch
+  // exhausted knows its tile count and so whether it is the launch's last.
+  template <class PipelineQ, class PipelineKV>
+  static CUTE_DEVICE void produce_varlen(Params const& params, SharedStorage& smem, PipelineQ& pipeline_q,
+                                         PipelineKV& pipeline_k, PipelineKV& pipeline_v) {
+    Tiles const& plan = params.plan;
+    const bool lane0 = threadIdx.x == 0;
+    auto state_q = cutlass::make_producer_start_state<PipelineQ>();
+    auto state_kv = cutlass::make_producer_start_state<PipelineKV>();
+    uint32_t empty_phase = 1;  // the slot starts empty
+    VarlenTileCursor cursor;
+    int index = plan.first_tile(blockIdx.x);
+    schedule::VarlenForwardWork work = find_varlen_tile(plan, cursor, index);
+    while (!plan.done(work)) {
+      const int n_block_end = plan.mask_geometry(work).kv_end(work.m_block);
+      if (lane0 && n_block_end > 0)
+        Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work, n_block_end);
+      int claim = 0;
+      if (params.tile_counter != nullptr) {
+        if (lane0) claim = atomicAdd(params.tile_counter, 1);
+        claim = __shfl_sync(0xffffffffu, claim, 0);
+        index = plan.claimed_tile(claim);
+      } else {
+        index = plan.static_next_tile(index);
+      }
+      work = find_varlen_tile(plan, cursor, index);
+      if (lane0) {
+        if (params.tile_counter != nullptr && plan.done(work) &&
+            Tiles::is_last_claim(claim, cursor.first_tile, plan.grid))
+          atomicExch(params.tile_counter, 0);
+        hand_off(smem, empty_phase, work);
+      }
+      __syncwarp();
+    }
+    // A CTA without a first tile still makes its one empty-handed claim.
+    if (index == plan.first_tile(blockIdx.x) && lane0 && params.tile_counter != nullptr) {
+      const int claim = atomicAdd(params.tile_counter, 1);
+      if (Tiles::is_last_claim(claim, cursor.first_tile, plan.grid)) atomicExch(params.tile_counter, 0);
     }
   }
 };

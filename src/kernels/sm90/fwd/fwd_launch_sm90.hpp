@@ -15,17 +15,44 @@ namespace dash_attn::sm90 {
 template <DType kDType>
 using CutlassElement = std::conditional_t<kDType == DType::kBF16, cutlass::bfloat16_t, cutlass::half_t>;
 
-template <DType kDType, int kHeadDim>
-void run_forward(const ForwardArgs& args, float softmax_scale, const schedule::ForwardPlan& plan, cudaStream_t stream) {
-  using Kernel = fwd::FwdKernelSm90<fwd::FwdTraits<CutlassElement<kDType>, kHeadDim>>;
+template <class Kernel>
+void launch_forward_kernel(const ForwardArgs& tensors, float softmax_scale, const decltype(Kernel::Params::plan)& plan,
+                           int grid, cudaStream_t stream) {
   allow_dynamic_shared_memory<&fwd::fwd_kernel_sm90<Kernel>>(Kernel::kSharedBytes);
-  const typename Kernel::Params params{Kernel::Mainloop::to_params(args, softmax_scale),
-                                       Kernel::Epilogue::to_params(args), plan, forward_tile_counter(stream)};
+  const typename Kernel::Params params{Kernel::Mainloop::to_params(tensors, softmax_scale),
+                                       Kernel::Epilogue::to_params(tensors), plan, forward_tile_counter(stream)};
   check_tma_descriptor(params.mainloop.tma_q, "forward", "q");
   check_tma_descriptor(params.mainloop.tma_k, "forward", "k");
   check_tma_descriptor(params.mainloop.tma_v, "forward", "v");
-  fwd::fwd_kernel_sm90<Kernel><<<plan.grid, Kernel::kThreads, Kernel::kSharedBytes, stream>>>(params);
+  fwd::fwd_kernel_sm90<Kernel><<<grid, Kernel::kThreads, Kernel::kSharedBytes, stream>>>(params);
   DASH_CUDA_CHECK(cudaGetLastError());
+}
+
+template <DType kDType, int kHeadDim>
+void run_forward(const ForwardArgs& args, float softmax_scale, const schedule::ForwardPlan& plan, cudaStream_t stream) {
+  using Kernel = fwd::FwdKernelSm90<fwd::FwdTraits<CutlassElement<kDType>, kHeadDim>>;
+  launch_forward_kernel<Kernel>(args, softmax_scale, plan, plan.grid, stream);
+}
+
+// The packed tensors as TMA and the epilogue see them: one sequence of
+// total_q (total_k) rows; the kernel offsets each tile by its sequence's first row.
+inline ForwardArgs packed_tensors(const VarlenForwardArgs& a) {
+  ForwardArgs packed;
+  packed.shape = ProblemShape{1, a.lengths.total_q, a.lengths.total_k, a.shape.heads_q, a.shape.heads_kv, a.shape.head_dim};
+  packed.dtype = a.dtype;
+  packed.q = a.q;
+  packed.k = a.k;
+  packed.v = a.v;
+  packed.out = a.out;
+  packed.lse = a.lse;
+  return packed;
+}
+
+template <DType kDType, int kHeadDim>
+void run_forward_varlen(const VarlenForwardArgs& args, float softmax_scale, const schedule::VarlenForwardTiles& tiles,
+                        cudaStream_t stream) {
+  using Kernel = fwd::FwdKernelSm90<fwd::FwdTraits<CutlassElement<kDType>, kHeadDim>, schedule::VarlenForwardTiles>;
+  launch_forward_kernel<Kernel>(packed_tensors(args), softmax_scale, tiles, tiles.grid, stream);
 }
 
 }  // namespace dash_attn::sm90

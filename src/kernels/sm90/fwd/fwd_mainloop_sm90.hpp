@@ -13,6 +13,7 @@
 #include <cutlass/numeric_conversion.h>
 
 #include "dash_attn/schedule/forward_tiles.hpp"
+#include "dash_attn/schedule/varlen_forward_tiles.hpp"
 #include "dash_attn/types.hpp"
 #include "fwd_softmax_sm90.hpp"
 #include "fwd_traits_sm90.hpp"
@@ -92,14 +93,39 @@ struct FwdMainloopSm90 {
     cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
   }
 
+  // The (seq, dim) slice of a tile's (batch, head); in a varlen batch the
+  // packed tensor (batch 1) from the sequence's first row on. The TMA reads
+  // past a sequence's end land in the next sequence or, past the tensor, in
+  // zeros: the mask hides those keys and the epilogue drops those rows.
+  template <class Tensor>
+  static CUTE_DEVICE auto rows_of(Tensor&& m, int head, schedule::ForwardWorkTile const& work) {
+    return m(cute::_, cute::_, head, work.batch);
+  }
+  template <class Tensor>
+  static CUTE_DEVICE auto rows_of(Tensor&& m, int head, int first_row) {
+    return cute::domain_offset(cute::make_coord(first_row, 0), m(cute::_, cute::_, head, 0));
+  }
+  // V^T is (dim, seq): the offset goes on its second mode.
+  template <class Tensor>
+  static CUTE_DEVICE auto columns_of(Tensor&& m, int head, schedule::ForwardWorkTile const& work) {
+    return m(cute::_, cute::_, head, work.batch);
+  }
+  template <class Tensor>
+  static CUTE_DEVICE auto columns_of(Tensor&& m, int head, int first_column) {
+    return cute::domain_offset(cute::make_coord(0, first_column), m(cute::_, cute::_, head, 0));
+  }
+  static CUTE_DEVICE schedule::ForwardWorkTile const& q_rows(schedule::ForwardWorkTile const& work) { return work; }
+  static CUTE_DEVICE schedule::ForwardWorkTile const& kv_rows(schedule::ForwardWorkTile const& work) { return work; }
+  static CUTE_DEVICE int q_rows(schedule::VarlenForwardWork const& work) { return work.q_offset; }
+  static CUTE_DEVICE int kv_rows(schedule::VarlenForwardWork const& work) { return work.k_offset; }
+
   // Producer (one thread): Q once per tile, then K(n), V(n) for n descending,
   // in the order the consumers release the stages. K and V advance together
   // here, so one pipeline state serves both (the producer has 24 registers).
-  template <class SharedStorage, class StateQ, class StateKV>
+  template <class SharedStorage, class StateQ, class StateKV, class Work>
   static CUTE_DEVICE void load(Params const& p, SharedStorage& smem, typename Traits::PipelineQ& pipeline_q,
                                typename Traits::PipelineKV& pipeline_k, typename Traits::PipelineKV& pipeline_v,
-                               StateQ& state_q, StateKV& state_kv, schedule::ForwardWorkTile const& work,
-                               int n_block_end) {
+                               StateQ& state_q, StateKV& state_kv, Work const& work, int n_block_end) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
@@ -109,9 +135,9 @@ struct FwdMainloopSm90 {
     Tensor mK = p.tma_k.get_tma_tensor(p.shape_kv);
     Tensor mVt = p.tma_v.get_tma_tensor(
         make_shape(get<1>(p.shape_kv), get<0>(p.shape_kv), get<2>(p.shape_kv), get<3>(p.shape_kv)));
-    Tensor gQ = local_tile(mQ(_, _, work.head, work.batch), TileQ{}, make_coord(work.m_block, 0));  // (M, D)
-    Tensor gK = local_tile(mK(_, _, head_kv, work.batch), TileK{}, make_coord(_, 0));               // (N, D, n)
-    Tensor gVt = local_tile(mVt(_, _, head_kv, work.batch), TileVt{}, make_coord(0, _));            // (D, N, n)
+    Tensor gQ = local_tile(rows_of(mQ, work.head, q_rows(work)), TileQ{}, make_coord(work.m_block, 0));  // (M, D)
+    Tensor gK = local_tile(rows_of(mK, head_kv, kv_rows(work)), TileK{}, make_coord(_, 0));              // (N, D, n)
+    Tensor gVt = local_tile(columns_of(mVt, head_kv, kv_rows(work)), TileVt{}, make_coord(0, _));        // (D, N, n)
     auto [tQgQ, tQsQ] = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     auto [tKgK, tKsK] = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
     auto [tVgV, tVsV] = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sVt), group_modes<0, 2>(gVt));
@@ -151,11 +177,13 @@ struct FwdMainloopSm90 {
 
   // Consumer warpgroup: O and the softmax statistics of its 64 rows of the tile.
   // tOrO must be cleared and softmax reset by the caller.
-  template <class SharedStorage, class StateQ, class StateKV, class FragO, class Softmax>
-  static CUTE_DEVICE void mma(Params const& p, schedule::ForwardPlan const& plan, SharedStorage& smem,
+  // Masks: what has the tile's mask_geometry() (the ForwardPlan, or a varlen
+  // tile's schedule::VarlenTileMasks); asked where each answer is needed.
+  template <class SharedStorage, class StateQ, class StateKV, class Masks, class Work, class FragO, class Softmax>
+  static CUTE_DEVICE void mma(Params const& p, Masks const& masks, SharedStorage& smem,
                               typename Traits::PipelineQ& pipeline_q, typename Traits::PipelineKV& pipeline_k,
                               typename Traits::PipelineKV& pipeline_v, StateQ& state_q, StateKV& state_k,
-                              StateKV& state_v, int thread_idx, schedule::ForwardWorkTile const& work, int n_block_end,
+                              StateKV& state_v, int thread_idx, Work const& work, int n_block_end,
                               FragO& tOrO, Softmax& softmax) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
@@ -176,8 +204,8 @@ struct FwdMainloopSm90 {
     float rescale[kRows];
 
     auto mask_if_needed = [&](int n) {
-      if (plan.needs_mask(work.m_block, n))
-        apply_mask(tSrS, tScS, row_offset, n * kBlockN, plan.mask_geometry());
+      if (masks.mask_geometry().tile_needs_mask(work.m_block, n))
+        apply_mask(tSrS, tScS, row_offset, n * kBlockN, masks.mask_geometry());
     };
 
     int n = n_block_end - 1;

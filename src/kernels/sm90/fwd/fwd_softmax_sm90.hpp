@@ -27,7 +27,7 @@ CUTE_DEVICE auto rows_cols_view(Tensor&& t) {
 }
 
 // Sets to -inf every score the mask hides from its row: key columns at or
-// past the row's mask::MaskGeometry::key_limit (the seqlen_k tail and, under
+// past the row's mask::MaskGeometry::key_limit_none_or_causal (the seqlen_k tail and, under
 // the bottom-right causal mask, keys past the row's diagonal).
 template <class TensorS, class TensorCoord>
 CUTE_DEVICE void apply_mask(TensorS& scores, TensorCoord const& coords, int row_offset, int col_offset,
@@ -37,7 +37,7 @@ CUTE_DEVICE void apply_mask(TensorS& scores, TensorCoord const& coords, int row_
   auto c = rows_cols_view(coords);
   CUTE_UNROLL
   for (int r = 0; r < size<0>(s); ++r) {
-    const int limit = geometry.key_limit(row_offset + get<0>(c(r, 0)));
+    const int limit = geometry.key_limit_none_or_causal(row_offset + get<0>(c(r, 0)));
     CUTE_UNROLL
     for (int j = 0; j < size<1>(s); ++j) {
       if (col_offset + get<1>(c(r, j)) >= limit) s(r, j) = -INFINITY;

@@ -33,6 +33,9 @@ struct FwdTraits {
   // setmaxnreg: 128 x 24 + 256 x 240 = 64512 <= 65536 registers of the SM.
   // The consumers hold O (hdim/2 fp32), S and the next S (block_n/2 each) and P.
   static constexpr int kProducerRegisters = 24;
+  // A varlen batch's producer warp also finds the tiles (fwd_varlen_tiles_sm90.hpp):
+  // 128 x 32 + 256 x 240 = 65536.
+  static constexpr int kVarlenProducerRegisters = 32;
   static constexpr int kConsumerRegisters = 240;
 
   // Q and K tiles are K-major (head_dim contiguous) with the 128-byte swizzle;
@@ -63,22 +66,23 @@ struct FwdTraits {
   using PipelineQ = cutlass::PipelineTmaAsync<1>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
 
-  struct SharedStorage {
+  // HandOff: what the producer passes the consumers per tile (the tile index,
+  // or a varlen batch's decoded tile).
+  template <class HandOff>
+  struct SharedStorageFor {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>, 1024> v;
     typename PipelineQ::SharedStorage pipeline_q;
     typename PipelineKV::SharedStorage pipeline_k;
     typename PipelineKV::SharedStorage pipeline_v;
-    // The next tile index, handed from the producer thread to the consumers:
-    // tile_full completes when it is written, tile_empty when all consumer
-    // threads have read it.
-    int next_tile;
+    // The next tile, handed from the producer to the consumers: tile_full
+    // completes when it is written, tile_empty when all consumer threads have
+    // read it.
+    HandOff next_tile;
     cutlass::arch::ClusterBarrier::ValueType tile_full;
     cutlass::arch::ClusterBarrier::ValueType tile_empty;
   };
-  static constexpr int kSharedBytes = sizeof(SharedStorage);
-  static_assert(kSharedBytes <= 227 * 1024, "forward tiles exceed the 227 KB of shared memory of an SM");
 
   static constexpr uint32_t kQBytes = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);

@@ -1,0 +1,307 @@
+// The varlen forward (forward_varlen) against the fp64 reference run on each
+// sequence alone, on ragged batches with lengths 0, 1, tile +- 1, one long
+// among short ones, seqlen_q != seqlen_k per sequence, GQA, causal and not,
+// seqused; outputs poisoned. Then the reproducibility the API promises: a
+// sequence's out and lse bits do not depend on what is packed around it (two
+// packings in different orders, at different offsets, with a different grid),
+// and equal forward() on the sequence alone.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "attention_naive.hpp"
+#include "attention_reference.hpp"
+#include "common/compare.hpp"
+#include "dash_attn/api.hpp"
+#include "gpu_support.hpp"
+
+namespace dash_attn {
+namespace {
+
+using testing::DeviceBuffer;
+
+// One document: its q and k lengths and its values (dense per sequence,
+// (seq, head, dim)) in the device type and as doubles.
+template <class Element>
+struct Document {
+  int64_t seqlen_q, seqlen_k;
+  std::vector<Element> q, k, v;
+  std::vector<double> q_exact, k_exact, v_exact;
+};
+
+struct Heads {
+  int64_t q, kv, dim;
+};
+
+template <class Element>
+std::vector<Document<Element>> make_documents(const std::vector<std::pair<int64_t, int64_t>>& lengths, Heads h,
+                                              uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Document<Element>> docs;
+  for (const auto& [lq, lk] : lengths) {
+    Document<Element> d{lq, lk, {}, {}, {}, {}, {}, {}};
+    testing::random_tensor(rng, lq * h.q * h.dim, d.q, d.q_exact);
+    testing::random_tensor(rng, lk * h.kv * h.dim, d.k, d.k_exact);
+    testing::random_tensor(rng, lk * h.kv * h.dim, d.v, d.v_exact);
+    docs.push_back(std::move(d));
+  }
+  return docs;
+}
+
+// What one document got back: out bits (seq, head, dim) and lse (head, seq).
+struct DocumentResult {
+  std::vector<uint16_t> out_bits;
+  std::vector<float> lse;
+};
+
+// Packs the documents in `order` after `lead` padding rows (which belong to
+// no sequence: cu_seqlens start there) and runs forward_varlen.
+template <class Element>
+std::vector<DocumentResult> run_packed(const std::vector<Document<Element>>& docs, const std::vector<int>& order,
+                                       int64_t lead, Heads h, DType dtype, bool causal, bool use_seqused,
+                                       int sm_margin) {
+  const int64_t row_q = h.q * h.dim, row_k = h.kv * h.dim;
+  std::vector<int32_t> cu_q{static_cast<int32_t>(lead)}, cu_k{static_cast<int32_t>(lead)}, used_q, used_k;
+  int64_t max_q = 1, max_k = 1;
+  for (int i : order) {
+    // With seqused, each sequence's slot is 3 rows longer than what it uses.
+    const int64_t slack = use_seqused ? 3 : 0;
+    cu_q.push_back(static_cast<int32_t>(cu_q.back() + docs[i].seqlen_q + slack));
+    cu_k.push_back(static_cast<int32_t>(cu_k.back() + docs[i].seqlen_k + slack));
+    used_q.push_back(static_cast<int32_t>(docs[i].seqlen_q));
+    used_k.push_back(static_cast<int32_t>(docs[i].seqlen_k));
+    max_q = std::max(max_q, docs[i].seqlen_q + slack);
+    max_k = std::max(max_k, docs[i].seqlen_k + slack);
+  }
+  const int64_t total_q = cu_q.back() + 7, total_k = cu_k.back() + 7;  // trailing rows of no sequence
+  std::mt19937_64 filler(99);
+  std::vector<Element> q(total_q * row_q), k(total_k * row_k), v(total_k * row_k);
+  std::vector<double> unused;
+  // Rows of no sequence hold random values: they must not leak into any result.
+  testing::random_tensor(filler, q.size(), q, unused);
+  testing::random_tensor(filler, k.size(), k, unused);
+  testing::random_tensor(filler, v.size(), v, unused);
+  for (size_t slot = 0; slot < order.size(); ++slot) {
+    const Document<Element>& d = docs[order[slot]];
+    std::copy(d.q.begin(), d.q.end(), q.begin() + cu_q[slot] * row_q);
+    std::copy(d.k.begin(), d.k.end(), k.begin() + cu_k[slot] * row_k);
+    std::copy(d.v.begin(), d.v.end(), v.begin() + cu_k[slot] * row_k);
+  }
+  DeviceBuffer<Element> qd(q.size()), kd(k.size()), vd(v.size()), out(q.size());
+  DeviceBuffer<float> lse(h.q * total_q);
+  DeviceBuffer<int32_t> cu_qd(cu_q.size()), cu_kd(cu_k.size()), used_qd(used_q.size()), used_kd(used_k.size());
+  qd.upload(q), kd.upload(k), vd.upload(v), cu_qd.upload(cu_q), cu_kd.upload(cu_k), used_qd.upload(used_q),
+      used_kd.upload(used_k);
+  out.poison();
+  lse.poison();
+
+  VarlenForwardArgs a;
+  a.shape = ProblemShape{static_cast<int64_t>(order.size()), max_q, max_k, h.q, h.kv, h.dim};
+  a.lengths = VarlenLengths{total_q,     total_k, cu_qd.get(), cu_kd.get(), use_seqused ? used_qd.get() : nullptr,
+                            use_seqused ? used_kd.get() : nullptr};
+  a.dtype = dtype;
+  a.q = TensorView{qd.get(), 0, row_q, h.dim, 1};
+  a.k = TensorView{kd.get(), 0, row_k, h.dim, 1};
+  a.v = TensorView{vd.get(), 0, row_k, h.dim, 1};
+  a.out = TensorView{out.get(), 0, row_q, h.dim, 1};
+  a.lse = LseView{lse.get(), 0, total_q};
+  Options options;
+  options.causal = causal;
+  options.sm_margin = sm_margin;
+  forward_varlen(a, options, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<Element> out_host = out.download();
+  const std::vector<float> lse_host = lse.download();
+
+  // Rows of no sequence (padding, seqused slack, the tail) keep their poison:
+  // the kernel writes a sequence's rows only.
+  std::vector<char> owned(total_q, 0);
+  for (size_t slot = 0; slot < order.size(); ++slot)
+    for (int64_t r = 0; r < docs[order[slot]].seqlen_q; ++r) owned[cu_q[slot] + r] = 1;
+  int64_t written_outside = 0;
+  for (int64_t r = 0; r < total_q; ++r)
+    if (!owned[r]) {
+      uint16_t bits;
+      std::memcpy(&bits, &out_host[r * row_q], sizeof bits);
+      written_outside += bits != 0xFFFF;
+    }
+  EXPECT_EQ(written_outside, 0) << "rows of no sequence were written";
+
+  std::vector<DocumentResult> results(docs.size());
+  for (size_t slot = 0; slot < order.size(); ++slot) {
+    const Document<Element>& d = docs[order[slot]];
+    DocumentResult& r = results[order[slot]];
+    r.out_bits.resize(d.seqlen_q * row_q);
+    std::memcpy(r.out_bits.data(), out_host.data() + cu_q[slot] * row_q, r.out_bits.size() * sizeof(uint16_t));
+    for (int64_t head = 0; head < h.q; ++head)
+      for (int64_t i = 0; i < d.seqlen_q; ++i) r.lse.push_back(lse_host[head * total_q + cu_q[slot] + i]);
+  }
+  return results;
+}
+
+template <class Element>
+double as_double(uint16_t bits) {
+  Element x;
+  std::memcpy(&x, &bits, sizeof x);
+  return static_cast<double>(static_cast<float>(x));
+}
+
+// forward() on one document alone (batch 1).
+template <class Element>
+DocumentResult run_alone(const Document<Element>& d, Heads h, DType dtype, bool causal) {
+  DeviceBuffer<Element> qd(d.q.size()), kd(d.k.size()), vd(d.v.size()), out(d.q.size());
+  DeviceBuffer<float> lse(h.q * d.seqlen_q);
+  qd.upload(d.q), kd.upload(d.k), vd.upload(d.v);
+  out.poison();
+  ForwardArgs a;
+  a.shape = ProblemShape{1, d.seqlen_q, d.seqlen_k, h.q, h.kv, h.dim};
+  a.dtype = dtype;
+  a.q = testing::dense_view(qd.get(), d.seqlen_q, h.q, h.dim);
+  a.k = testing::dense_view(kd.get(), d.seqlen_k, h.kv, h.dim);
+  a.v = testing::dense_view(vd.get(), d.seqlen_k, h.kv, h.dim);
+  a.out = testing::dense_view(out.get(), d.seqlen_q, h.q, h.dim);
+  a.lse = LseView{lse.get(), h.q * d.seqlen_q, d.seqlen_q};
+  Options options;
+  options.causal = causal;
+  forward(a, options, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  DocumentResult r;
+  const std::vector<Element> o = out.download();
+  r.out_bits.resize(o.size());
+  std::memcpy(r.out_bits.data(), o.data(), o.size() * sizeof(uint16_t));
+  r.lse = lse.download();
+  return r;
+}
+
+struct VarlenCase {
+  DType dtype;
+  int64_t head_dim;
+  bool causal;
+};
+
+std::string case_name(const VarlenCase& c) {
+  std::ostringstream out;
+  out << to_string(c.dtype) << "_d" << c.head_dim << (c.causal ? "_causal" : "_full");
+  return out.str();
+}
+
+template <class Element>
+void run_case(const VarlenCase& c) {
+  const Heads h{4, 2, c.head_dim};  // GQA 2:1
+  // (seqlen_q, seqlen_k): 0 rows, 0 keys, 1, tile +- 1, q != k both ways, one long among short ones.
+  const std::vector<std::pair<int64_t, int64_t>> lengths{{0, 5},     {1, 1},     {127, 127}, {128, 128},
+                                                         {129, 129}, {5, 0},     {300, 113}, {113, 300},
+                                                         {17, 17},   {1000, 1000}, {3, 3}};
+  const auto docs = make_documents<Element>(lengths, h, std::hash<std::string>{}(case_name(c)));
+  std::vector<int> order(docs.size());
+  std::iota(order.begin(), order.end(), 0);
+  const std::vector<DocumentResult> packed = run_packed(docs, order, 0, h, c.dtype, c.causal, false, 0);
+
+  const double scale = 1.0 / std::sqrt(static_cast<double>(h.dim));
+  const double atol = c.dtype == DType::kBF16 ? 1e-3 : 1.25e-4;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const Document<Element>& d = docs[i];
+    if (d.seqlen_q == 0) continue;
+    std::vector<double> out(packed[i].out_bits.size());
+    for (size_t e = 0; e < out.size(); ++e) out[e] = as_double<Element>(packed[i].out_bits[e]);
+    if (d.seqlen_k == 0) {  // rows with no keys: out 0, lse -inf
+      for (double x : out) EXPECT_EQ(x, 0.0) << "document " << i;
+      for (float x : packed[i].lse) EXPECT_TRUE(std::isinf(x) && x < 0) << "document " << i;
+      continue;
+    }
+    const ProblemShape alone{1, d.seqlen_q, d.seqlen_k, h.q, h.kv, h.dim};
+    const reference::ForwardResult exact = reference::attention_forward(alone, c.causal, scale, d.q_exact, d.k_exact,
+                                                                        d.v_exact);
+    const reference::ForwardResult naive =
+        reference::naive_forward(c.dtype, alone, c.causal, scale, d.q_exact, d.k_exact, d.v_exact);
+    EXPECT_TRUE(testing::within_fa3_tolerance(out, naive.out, exact.out, 2.0, atol)) << "O of document " << i;
+    std::vector<double> lse(packed[i].lse.begin(), packed[i].lse.end()), naive_lse = naive.lse, exact_lse = exact.lse;
+    for (size_t r = 0; r < exact_lse.size(); ++r)
+      if (std::isinf(exact_lse[r])) {
+        EXPECT_TRUE(std::isinf(lse[r]) && lse[r] < 0) << "empty row " << r << " of document " << i;
+        lse[r] = naive_lse[r] = exact_lse[r] = 0.0;
+      }
+    EXPECT_TRUE(testing::within_fa3_tolerance(lse, naive_lse, exact_lse, 2.0, 1e-4)) << "LSE of document " << i;
+    // The same bits as the fixed-length kernel on the document alone.
+    const DocumentResult single = run_alone(d, h, c.dtype, c.causal);
+    EXPECT_TRUE(testing::bitwise_equal(single.out_bits, packed[i].out_bits, {d.seqlen_q, h.q, h.dim}))
+        << "O of document " << i << " alone vs packed";
+    EXPECT_TRUE(testing::bitwise_equal(single.lse, packed[i].lse, {h.q, d.seqlen_q}))
+        << "LSE of document " << i << " alone vs packed";
+  }
+
+  // Other packings: reversed after 64 + 3 rows of padding and a smaller grid;
+  // shuffled with seqused slack after each sequence. Every document's bits stay.
+  std::vector<int> reversed(order.rbegin(), order.rend()), shuffled = order;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(7));
+  const std::vector<DocumentResult> again = run_packed(docs, order, 0, h, c.dtype, c.causal, false, 0);
+  const std::vector<DocumentResult> other = run_packed(docs, reversed, 67, h, c.dtype, c.causal, false, 100);
+  const std::vector<DocumentResult> used = run_packed(docs, shuffled, 1, h, c.dtype, c.causal, true, 0);
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const std::vector<int64_t> out_shape{docs[i].seqlen_q, h.q, h.dim}, lse_shape{h.q, docs[i].seqlen_q};
+    for (const auto* run : {&again, &other, &used}) {
+      const char* which = run == &again ? "rerun" : run == &other ? "reversed packing" : "seqused packing";
+      EXPECT_TRUE(testing::bitwise_equal(packed[i].out_bits, (*run)[i].out_bits, out_shape))
+          << "O of document " << i << ", " << which;
+      EXPECT_TRUE(testing::bitwise_equal(packed[i].lse, (*run)[i].lse, lse_shape))
+          << "LSE of document " << i << ", " << which;
+    }
+  }
+}
+
+class ForwardVarlen : public ::testing::TestWithParam<VarlenCase> {};
+
+TEST_P(ForwardVarlen, MatchesReferencePerSequenceAndIgnoresPacking) {
+  DASH_REQUIRE_SM90();
+  if (GetParam().dtype == DType::kBF16)
+    run_case<__nv_bfloat16>(GetParam());
+  else
+    run_case<__half>(GetParam());
+}
+
+std::vector<VarlenCase> varlen_cases() {
+  std::vector<VarlenCase> cases;
+  for (const testing::KernelRow& row : testing::compiled_rows(Pass::kForward))
+    for (bool causal : {false, true}) cases.push_back({row.dtype, row.head_dim, causal});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Varlen, ForwardVarlen, ::testing::ValuesIn(varlen_cases()),
+                         [](const ::testing::TestParamInfo<VarlenCase>& info) { return case_name(info.param); });
+
+// A batch of many more sequences than a warp scans per step (and than CTAs),
+// most of them short: every sequence still matches the kernel run alone.
+TEST(ForwardVarlenMany, ThousandShortSequencesMatchRunsAlone) {
+  DASH_REQUIRE_SM90();
+  if (!testing::is_compiled(Pass::kForward, DType::kBF16, 64)) GTEST_SKIP() << "bf16 hdim 64 not compiled";
+  const Heads h{2, 1, 64};
+  std::vector<std::pair<int64_t, int64_t>> lengths;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 1000; ++i) {
+    const int64_t n = i == 500 ? 2000 : static_cast<int64_t>(rng() % 40);
+    lengths.push_back({n, n});
+  }
+  const auto docs = make_documents<__nv_bfloat16>(lengths, h, 11);
+  std::vector<int> order(docs.size());
+  std::iota(order.begin(), order.end(), 0);
+  for (bool causal : {false, true}) {
+    const std::vector<DocumentResult> packed = run_packed(docs, order, 0, h, DType::kBF16, causal, false, 0);
+    for (size_t i = 0; i < docs.size(); i += 37) {
+      if (docs[i].seqlen_q == 0) continue;
+      const DocumentResult single = run_alone(docs[i], h, DType::kBF16, causal);
+      EXPECT_TRUE(testing::bitwise_equal(single.out_bits, packed[i].out_bits, {docs[i].seqlen_q, h.q, h.dim}))
+          << "document " << i << (causal ? " causal" : " full");
+    }
+    const DocumentResult single = run_alone(docs[500], h, DType::kBF16, causal);
+    EXPECT_TRUE(testing::bitwise_equal(single.out_bits, packed[500].out_bits, {docs[500].seqlen_q, h.q, h.dim}))
+        << "the long document" << (causal ? " causal" : " full");
+  }
+}
+
+}  // namespace
+}  // namespace dash_attn
