@@ -88,7 +88,7 @@ class FwdKernelSm90 {
 
     if (is_producer) {
       if constexpr (kVarlen) {
-        cutlass::arch::warpgroup_reg_dealloc<Traits::kVarlenProducerRegisters>();
+        cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
         if (threadIdx.x >= 32) return;
         produce_varlen(params, smem, pipeline_q, pipeline_k, pipeline_v);
       } else {

@@ -32,10 +32,11 @@ struct FwdTraits {
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns one 64-row wgmma tile");
   // setmaxnreg: 128 x 24 + 256 x 240 = 64512 <= 65536 registers of the SM.
   // The consumers hold O (hdim/2 fp32), S and the next S (block_n/2 each) and P.
+  // The pool setmaxnreg redistributes is the CTA's launch allocation, 384 x
+  // 168 = 64512: the consumers' 256 x (240 - 168) must equal what the producer
+  // gives back, 128 x (168 - 24). At 32 the consumers' increase never completes
+  // (the varlen producer at 32 hung on the H200).
   static constexpr int kProducerRegisters = 24;
-  // A varlen batch's producer warp also finds the tiles (fwd_varlen_tiles_sm90.hpp):
-  // 128 x 32 + 256 x 240 = 65536.
-  static constexpr int kVarlenProducerRegisters = 32;
   static constexpr int kConsumerRegisters = 240;
 
   // Q and K tiles are K-major (head_dim contiguous) with the 128-byte swizzle;
