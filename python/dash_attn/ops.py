@@ -53,8 +53,15 @@ def fwd_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
     # The kernels read the int32 arrays as packed device arrays.
     cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k = (
         t.contiguous() if t is not None else None for t in (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k))
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+    # The kernel writes a sequence's used rows only: with seqused_q the slack
+    # rows would hold whatever the allocator left (a result that differs run
+    # to run), so they start as out = 0, lse = -inf, as an empty row ends.
+    if seqused_q is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+        lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+    else:
+        out = torch.zeros_like(q, memory_format=torch.contiguous_format)
+        lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=torch.float32, device=q.device)
     # deterministic and schedule pick the backward's schedule; the forward has one of its own.
     options = _library.make_options(causal, softmax_scale, True, "auto", sm_margin=sm_margin)
     _library.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, out,
