@@ -21,15 +21,20 @@ UNSUPPORTED_FEATURES = {
 # FA3's performance hints: they never change the result, so any value is accepted.
 HINTS = ("pack_gqa", "num_splits")
 _EXPLANATIONS = {
-    # FA3 and FA4 take softmax_scale 4th; FA2's order (flash_attn_func here) takes dropout_p there.
+    # FA3 and FA4 take softmax_scale 4th; FA2's order (flash_attn_func here) takes dropout_p
+    # there. (In the varlen functions FA3's 8th argument is the seqused_q tensor, which
+    # flash_attn_varlen_func refuses by its type.)
     "dropout_p": "attention dropout; if this is a softmax scale passed 4th in FA3's order, use "
-                 "dash_attn.flash_attn_interface.flash_attn_func or softmax_scale=",
+                 "dash_attn.flash_attn_interface.{function} or softmax_scale=",
 }
 
 
 def check_unsupported(function, **features):
     """Raise NotImplementedError naming every keyword set to an unsupported value."""
-    asked = [f"{name}={_shown(value)}" + (f" ({_EXPLANATIONS[name]})" if name in _EXPLANATIONS else "")
+    explain = {name: text.format(function=function) for name, text in _EXPLANATIONS.items()}
+    if function.endswith("varlen_func"):
+        explain.pop("dropout_p")  # a scale cannot land there in FA3's varlen order
+    asked = [f"{name}={_shown(value)}" + (f" ({explain[name]})" if name in explain else "")
              for name, value in features.items() if name not in UNSUPPORTED_FEATURES or not _is_off(name, value)]
     if asked:
         raise NotImplementedError(f"dash_attn.{function}: not supported yet: {', '.join(asked)}")

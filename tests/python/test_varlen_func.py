@@ -89,6 +89,13 @@ def test_features_dash_attn_lacks_are_named(calls, keywords, fragment):
     assert not calls
 
 
+def test_dropout_refusal_points_nowhere_else_for_varlen(calls):
+    # flash_attn_func's hint (a softmax scale in FA3's 4th place) cannot apply here.
+    with pytest.raises(NotImplementedError) as refused:
+        dash_attn.flash_attn_varlen_func(*packed([3, 5]).values(), 0.1)
+    assert "flash_attn_interface" not in str(refused.value)
+
+
 def test_fa3_order_names_its_features(calls):
     with pytest.raises(NotImplementedError, match=r"flash_attn_interface.flash_attn_varlen_func: .*attention_chunk=64"):
         flash_attn_interface.flash_attn_varlen_func(*packed([3, 5]).values(), attention_chunk=64)
