@@ -202,11 +202,7 @@ void validate_forward_varlen(const VarlenForwardArgs& a, const Options& options)
       fail(ErrorCode::kInvalidArgument, kFn, name, "expected a 4-byte aligned int32 pointer");
   // The packed tensors are (total, heads, head_dim): one "batch" of total rows.
   ProblemShape packed{1, l.total_q, l.total_k, s.heads_q, s.heads_kv, s.head_dim};
-  check_tensor(kFn, "q", a.q, 1, l.total_q, s.heads_q);
-  check_tensor(kFn, "k", a.k, 1, l.total_k, s.heads_kv);
-  check_tensor(kFn, "v", a.v, 1, l.total_k, s.heads_kv);
-  check_tensor(kFn, "out", a.out, 1, l.total_q, s.heads_q);
-  check_lse(kFn, "lse", a.lse, packed);
+  check_forward_tensors(kFn, packed, a.q, a.k, a.v, a.out, a.lse);
   const int64_t d = s.head_dim;
   const int64_t sequences = s.batch;
   auto ints = [&](const int32_t* p, int64_t count) {

@@ -142,8 +142,9 @@ class FwdKernelSm90 {
           work = take_hand_off(smem, full_phase);
         }
       } else {
-        // The same steps as the varlen loop, written out: through a shared
-        // lambda the compiler scheduled this loop differently (other SASS).
+        // The same steps as the varlen loop, written out: as one lambda for
+        // both loops this kernel compiles to other SASS (944 of 6194 lines of
+        // the hdim 128 unit) than the form the H200 tests and A/B measured.
         for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
           const schedule::ForwardWorkTile work = plan.work_tile(index);
           const int n_block_end = plan.n_block_end(work.m_block);
