@@ -4,6 +4,9 @@ tested in CI without torch or a GPU."""
 
 SUPPORTED_DTYPES = ("torch.bfloat16", "torch.float16")
 SCHEDULES = ("atomic", "fa3", "descending", "shift", "symmetric_shift", "auto")
+# The variable-length backward's schedules ('auto' is 'descending'); the
+# library refuses the wave schedules (shift, symmetric_shift) there.
+VARLEN_SCHEDULES = ("atomic", "fa3", "descending", "auto")
 
 # FlashAttention keyword arguments (FA2's and FA3's) with the value that means
 # "feature off". Any other value asks for a feature dash_attn does not have yet.
@@ -63,6 +66,14 @@ def check_schedule(function, schedule):
     if schedule not in SCHEDULES:
         raise ValueError(f"dash_attn.{function}: argument 'schedule': expected one of {', '.join(SCHEDULES)}, "
                          f"got {schedule!r}")
+
+
+def check_varlen_schedule(function, schedule):
+    """check_schedule, and a schedule the variable-length backward lacks is refused by name."""
+    check_schedule(function, schedule)
+    if schedule not in VARLEN_SCHEDULES:
+        raise ValueError(f"dash_attn.{function}: argument 'schedule': {schedule!r} is not available for "
+                         f"variable-length batches; expected one of {', '.join(VARLEN_SCHEDULES)}")
 
 
 def check_qkv(function, q, k, v, head_dims_of=None):

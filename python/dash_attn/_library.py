@@ -11,7 +11,7 @@ import os
 import pathlib
 
 # The header's version; the library must report the same from dash_abi_version().
-DASH_ATTN_ABI_VERSION = 3
+DASH_ATTN_ABI_VERSION = 4
 
 DASH_DTYPE_BF16 = 0
 DASH_DTYPE_FP16 = 1
@@ -113,6 +113,11 @@ def _load():
                                       [ptr(Tensor)] * 3 + [ctypes.c_void_p, ctypes.c_size_t, ptr(Options),
                                                            ctypes.c_void_p])
         lib.dash_backward_workspace_size.argtypes = [ptr(Shape), ptr(Options), ptr(ctypes.c_size_t)]
+        lib.dash_backward_varlen.argtypes = ([ptr(Shape), ptr(VarlenLengths), ctypes.c_int32] + [ptr(Tensor)] * 5 +
+                                             [ptr(Lse)] * 2 + [ptr(Tensor)] * 3 +
+                                             [ctypes.c_void_p, ctypes.c_size_t, ptr(Options), ctypes.c_void_p])
+        lib.dash_backward_varlen_workspace_size.argtypes = [ptr(Shape), ptr(VarlenLengths), ptr(Options),
+                                                            ptr(ctypes.c_size_t)]
         lib.dash_last_error.restype = ctypes.c_char_p
         lib.dash_compiled_kernels.argtypes = [ptr(KernelRow), ctypes.c_int32]
         lib.dash_compiled_kernels.restype = ctypes.c_int32
@@ -196,19 +201,35 @@ def forward(q, k, v, out, lse, options, stream):
         ctypes.byref(tensor_of(t)) for t in (q, k, v, out)), ctypes.byref(lse_of(lse)), ctypes.byref(options), stream))
 
 
-def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, out, lse,
-                   options, stream):
-    """q, k, v, out packed (total, heads, head_dim); lse (heads_q, total_q); the
-    int32 arrays contiguous on the device, seqused_* None for none."""
+def varlen_problem(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k):
+    """(Shape, VarlenLengths) of a packed batch: batch = sequences, seqlen_q/k =
+    the longest sequences; the int32 arrays contiguous on the device, seqused_*
+    None for none."""
     total_q, heads_q, head_dim = q.shape
     shape = Shape(cu_seqlens_q.shape[0] - 1, max_seqlen_q, max_seqlen_k, heads_q, k.shape[1], head_dim)
     arrays = (t.data_ptr() if t is not None else None for t in (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k))
-    lengths = VarlenLengths(total_q, k.shape[0], *arrays)
-    # Rows are tokens: there is no batch dimension, so both batch strides are 0 (unused).
-    tensors = [ctypes.byref(Tensor(t.data_ptr(), 0, *t.stride())) for t in (q, k, v, out)]
+    return shape, VarlenLengths(total_q, k.shape[0], *arrays)
+
+
+def packed_tensor_of(t):
+    """A packed (total, heads, head_dim) tensor: rows are tokens, there is no
+    batch dimension, so the batch stride is 0 (unused)."""
+    return Tensor(t.data_ptr(), 0, *t.stride())
+
+
+def packed_lse_of(lse):
+    """lse / dlse of a packed batch, (heads_q, total_q)."""
+    return Lse(lse.data_ptr(), 0, lse.stride(0))
+
+
+def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, out, lse,
+                   options, stream):
+    """q, k, v, out packed (total, heads, head_dim); lse (heads_q, total_q)."""
+    shape, lengths = varlen_problem(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
+                                    max_seqlen_k)
+    tensors = [ctypes.byref(packed_tensor_of(t)) for t in (q, k, v, out)]
     _raise_on_error(_load().dash_forward_varlen(ctypes.byref(shape), ctypes.byref(lengths), dtype_code(q), *tensors,
-                                                ctypes.byref(Lse(lse.data_ptr(), 0, lse.stride(0))),
-                                                ctypes.byref(options), stream))
+                                                ctypes.byref(packed_lse_of(lse)), ctypes.byref(options), stream))
 
 
 def backward_workspace_size(q, k, options):
@@ -226,3 +247,28 @@ def backward(q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, options, stre
     _raise_on_error(_load().dash_backward(ctypes.byref(shape_of(q, k)), dtype_code(q), *tensors,
                                           ctypes.byref(lse_of(lse)), dlse_struct, *grads, workspace.data_ptr(),
                                           workspace.numel(), ctypes.byref(options), stream))
+
+
+def backward_varlen_workspace_size(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
+                                   max_seqlen_k, options):
+    shape, lengths = varlen_problem(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
+                                    max_seqlen_k)
+    size = ctypes.c_size_t()
+    _raise_on_error(_load().dash_backward_varlen_workspace_size(ctypes.byref(shape), ctypes.byref(lengths),
+                                                                ctypes.byref(options), ctypes.byref(size)))
+    return size.value
+
+
+def backward_varlen(q, k, v, out, dout, lse, dlse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
+                    max_seqlen_k, dq, dk, dv, workspace, options, stream):
+    """forward_varlen's layout: dout, dq, dk, dv packed like out, q, k, v; dlse
+    like lse, or None."""
+    shape, lengths = varlen_problem(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
+                                    max_seqlen_k)
+    tensors = [ctypes.byref(packed_tensor_of(t)) for t in (q, k, v, out, dout)]
+    grads = [ctypes.byref(packed_tensor_of(t)) for t in (dq, dk, dv)]
+    dlse_struct = ctypes.byref(packed_lse_of(dlse)) if dlse is not None else None
+    _raise_on_error(_load().dash_backward_varlen(ctypes.byref(shape), ctypes.byref(lengths), dtype_code(q), *tensors,
+                                                 ctypes.byref(packed_lse_of(lse)), dlse_struct, *grads,
+                                                 workspace.data_ptr(), workspace.numel(), ctypes.byref(options),
+                                                 stream))

@@ -8,8 +8,8 @@ return_attn_probs=True the functions return (out, softmax_lse). Differences:
 deterministic defaults to True (and schedule= picks the deterministic
 schedule), lse carries a gradient, and FA3 features dash_attn lacks (window,
 softcap, FP8 descales, qv, attention_chunk) raise NotImplementedError by name.
-flash_attn_varlen_func is forward only for now: a gradient raises
-NotImplementedError."""
+flash_attn_varlen_func has the same backward (deterministic, lse gradient);
+its schedules are 'auto', 'fa3', 'descending' ('atomic' non-deterministic)."""
 
 from .interface import attention, varlen_attention
 

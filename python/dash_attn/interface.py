@@ -1,14 +1,15 @@
 """User-facing functions in FlashAttention-2's argument order (flash_attn_func,
 its qkv/kv-packed forms, flash_attn_varlen_func) and PyTorch's
-scaled_dot_product_attention, with dash_attn's deterministic backward (none yet
-for variable-length batches). FA3's order lives in flash_attn_interface."""
+scaled_dot_product_attention, with dash_attn's deterministic backward (for
+variable-length batches too). FA3's order lives in flash_attn_interface."""
 
 import math
 
 import torch
 
 from . import _library, ops
-from ._checks import HINTS, check_qkv, check_sm_margin, check_unsupported, resolve_deterministic
+from ._checks import (HINTS, check_qkv, check_sm_margin, check_unsupported, check_varlen_schedule,
+                      resolve_deterministic)
 
 # FlashAttention-3 keywords flash_attn_func accepts beside FA2's, with their "off" value.
 FA3_KEYWORDS = {"qv": None, "q_descale": None, "k_descale": None, "v_descale": None, "attention_chunk": 0,
@@ -92,16 +93,14 @@ def varlen_attention(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, s
     check_unsupported(function, **{name: value for name, value in features.items() if name not in HINTS})
     check_varlen(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k)
     check_sm_margin(function, sm_margin)
-    # Checked as flash_attn_func checks them; only a backward would use them, and
-    # the forward is deterministic anyway, so use_deterministic_algorithms has nothing to upgrade.
-    resolve_deterministic(function, deterministic, schedule, False)
-    # The op has no autograd yet: refuse rather than return an out without a gradient.
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise NotImplementedError(f"dash_attn.{function}: the backward of a variable-length batch is not implemented "
-                                  "yet; call it under torch.no_grad() or detach the inputs")
+    check_varlen_schedule(function, schedule)
+    deterministic, schedule = resolve_deterministic(function, deterministic, schedule,
+                                                    torch.are_deterministic_algorithms_enabled())
+    if not deterministic:
+        schedule = "atomic"  # what 'auto' means without determinism, named for the varlen backward
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     return ops.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-                          float(scale), bool(causal), sm_margin)
+                          float(scale), bool(causal), bool(deterministic), schedule, sm_margin)
 
 
 def fa3_keywords(function, kwargs):
@@ -136,12 +135,16 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            deterministic=True, return_attn_probs=False, *, seqused_q=None, seqused_k=None,
                            schedule="auto", sm_margin=0, return_lse=False, **fa3_kwargs):
     """Drop-in for flash_attn.flash_attn_varlen_func (FA2's order; FA3's
-    keywords, seqused_q= and seqused_k= accepted), forward only for now: q
-    (total_q, heads_q, head_dim), k and v (total_k, heads_kv, head_dim), the
-    sequences packed along dim 0; cu_seqlens_q / cu_seqlens_k int32 (batch + 1)
-    offsets on q's device; max_seqlen_* the longest lengths. Causal masks are
-    bottom-right aligned per sequence. A gradient through q, k or v raises
-    NotImplementedError (no varlen backward yet). Returns out; (out, lse, None)
+    keywords, seqused_q= and seqused_k= accepted): q (total_q, heads_q,
+    head_dim), k and v (total_k, heads_kv, head_dim), the sequences packed
+    along dim 0; cu_seqlens_q / cu_seqlens_k int32 (batch + 1) offsets on q's
+    device; max_seqlen_* the longest lengths. Causal masks are bottom-right
+    aligned per sequence. Differentiable in q, k, v (out's and lse's
+    gradients); deterministic=True (the default) gives a backward whose bits
+    per sequence do not depend on what else is packed; schedule= 'auto',
+    'fa3', 'descending' ('atomic' with deterministic=False; the wave schedules
+    'shift' and 'symmetric_shift' are fixed-length only). Rows outside every
+    sequence's used length get zero gradients. Returns out; (out, lse, None)
     with return_attn_probs=True; (out, lse) with return_lse=True; lse is
     (heads_q, total_q)."""
     if hasattr(dropout_p, "shape"):  # FA3's order takes seqused_q where FA2's takes dropout_p

@@ -111,7 +111,9 @@ def _fake_library(tmp_path, version):
         pytest.skip("no C compiler to build a fake library")
     stubs = ["int dash_forward(void) { return 0; }", "int dash_forward_varlen(void) { return 0; }",
              "int dash_backward(void) { return 0; }",
-             "int dash_backward_workspace_size(void) { return 0; }", "const char* dash_last_error(void) { return \"\"; }",
+             "int dash_backward_workspace_size(void) { return 0; }", "int dash_backward_varlen(void) { return 0; }",
+             "int dash_backward_varlen_workspace_size(void) { return 0; }",
+             "const char* dash_last_error(void) { return \"\"; }",
              "int dash_compiled_kernels(void) { return 0; }"]
     if version is not None:
         stubs.append(f"int dash_abi_version(void) {{ return {version}; }}")

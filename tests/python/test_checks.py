@@ -108,3 +108,16 @@ def test_determinism_settings():
         warnings.simplefilter("always")
         assert checks.resolve_deterministic("f", False, "atomic", True) == (True, "auto")
     assert "use_deterministic_algorithms" in str(caught[0].message)
+
+
+def test_varlen_schedules():
+    for schedule in ("atomic", "fa3", "descending", "auto"):
+        checks.check_varlen_schedule("flash_attn_varlen_func", schedule)
+    for schedule in ("shift", "symmetric_shift"):
+        with pytest.raises(ValueError) as info:
+            checks.check_varlen_schedule("flash_attn_varlen_func", schedule)
+        assert str(info.value) == (f"dash_attn.flash_attn_varlen_func: argument 'schedule': '{schedule}' is not "
+                                   "available for variable-length batches; expected one of atomic, fa3, descending, auto")
+    with pytest.raises(ValueError, match="expected one of atomic, fa3, descending, shift"):
+        checks.check_varlen_schedule("f", "fastest")  # an unknown name gets check_schedule's message
+    assert set(checks.VARLEN_SCHEDULES) < set(checks.SCHEDULES)

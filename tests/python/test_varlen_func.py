@@ -1,9 +1,12 @@
-"""flash_attn_varlen_func (a variable-length batch, forward only for now).
-On the CPU: the argument rules, the refusal of a gradient, the frontends'
-mapping onto ops.fwd_varlen (stood in for) and the op's fake implementation.
-On an sm_90 GPU: accuracy per sequence against SDPA in fp64, lse, bitwise
-independence of a document's result from its place in the packing and from
-flash_attn_func, opcheck and torch.compile. Skipped without torch."""
+"""flash_attn_varlen_func (a variable-length batch, forward and backward).
+On the CPU: the argument rules, the schedules a varlen backward takes, the
+frontends' mapping onto ops.fwd_varlen (stood in for), the ops' fake
+implementations and autograd (gradients through the fake ops, and through CPU
+reference kernels against fp64 autograd, eager and under torch.compile's
+aot_eager). On an sm_90 GPU: accuracy per sequence against SDPA in fp64, lse,
+gradients against a per-sequence fp64 reference, bitwise independence of a
+document's result and gradients from its place in the packing and from
+flash_attn_func, reruns, opcheck and torch.compile. Skipped without torch."""
 import pathlib
 import sys
 
@@ -13,6 +16,7 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
 import dash_attn  # noqa: E402
 from dash_attn import flash_attn_interface, interface, ops  # noqa: E402
+import reference_attention  # noqa: E402  (tests/python, beside this file)
 
 F = torch.nn.functional
 on_sm90 = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
@@ -40,9 +44,10 @@ def calls(monkeypatch):
     recorded = []
 
     def fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-                   softmax_scale, causal, sm_margin):
+                   softmax_scale, causal, deterministic, schedule, sm_margin):
         recorded.append(dict(seqused=(seqused_q, seqused_k), max_seqlen=(max_seqlen_q, max_seqlen_k),
-                             scale=softmax_scale, causal=causal, sm_margin=sm_margin))
+                             scale=softmax_scale, causal=causal, sm_margin=sm_margin,
+                             schedule=(deterministic, schedule)))
         return torch.zeros_like(q), torch.zeros(q.shape[1], q.shape[0])
 
     monkeypatch.setattr(ops, "fwd_varlen", fwd_varlen)
@@ -55,7 +60,7 @@ def test_fa2_order_and_returns(calls):
     out = dash_attn.flash_attn_varlen_func(*a.values(), causal=True, sm_margin=4)
     assert out.shape == (15, 8, 128)
     assert calls[-1] == dict(seqused=(None, None), max_seqlen=(7, 7), scale=pytest.approx(128 ** -0.5),
-                             causal=True, sm_margin=4)
+                             causal=True, sm_margin=4, schedule=(True, "auto"))
     out, lse = dash_attn.flash_attn_varlen_func(*a.values(), return_lse=True)  # FA4's keyword
     assert lse.shape == (8, 15)
     out, lse, probs = dash_attn.flash_attn_varlen_func(*a.values(), 0.0, 0.25, return_attn_probs=True)
@@ -150,20 +155,50 @@ def test_flash_attn_func_rules_apply_to_the_packed_tensors():
         dash_attn.flash_attn_varlen_func(*packed([3, 5]).values())
 
 
-def test_a_gradient_is_refused_not_dropped(calls):
+@pytest.mark.parametrize("keywords, sent", [
+    (dict(), (True, "auto")),
+    (dict(schedule="fa3"), (True, "fa3")),
+    (dict(schedule="descending"), (True, "descending")),
+    (dict(deterministic=False), (False, "atomic")),  # 'auto' without determinism: the atomic backward
+    (dict(deterministic=False, schedule="atomic"), (False, "atomic")),
+])
+def test_the_backward_schedule_reaches_the_op(calls, keywords, sent):
+    dash_attn.flash_attn_varlen_func(*packed([3, 5]).values(), **keywords)
+    assert calls[-1]["schedule"] == sent
+    flash_attn_interface.flash_attn_varlen_func(*packed([3, 5]).values(), **keywords)
+    assert calls[-1]["schedule"] == sent
+
+
+def test_use_deterministic_algorithms_upgrades_a_non_deterministic_request(calls):
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.warns(UserWarning, match="flash_attn_varlen_func: deterministic=False under "
+                                             "torch.use_deterministic_algorithms"):
+            dash_attn.flash_attn_varlen_func(*packed([3, 5]).values(), deterministic=False)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    assert calls[-1]["schedule"] == (True, "auto")
+
+
+@pytest.mark.parametrize("schedule", ["shift", "symmetric_shift"])
+def test_wave_schedules_are_refused_by_name(calls, schedule):
+    message = (f"argument 'schedule': '{schedule}' is not available for variable-length batches; expected one of "
+               "atomic, fa3, descending, auto")
+    with pytest.raises(ValueError) as raised:
+        dash_attn.flash_attn_varlen_func(*packed([3, 5]).values(), schedule=schedule)
+    assert str(raised.value) == f"dash_attn.flash_attn_varlen_func: {message}"
+    with pytest.raises(ValueError, match=f"flash_attn_interface.flash_attn_varlen_func: argument 'schedule': "
+                                         f"'{schedule}' is not available"):
+        flash_attn_interface.flash_attn_varlen_func(*packed([3, 5]).values(), schedule=schedule)
+    assert not calls
+
+
+def test_a_gradient_is_no_longer_refused(calls):
     a = packed([3, 5])
     a["k"].requires_grad_()
-    message = ("dash_attn.flash_attn_varlen_func: the backward of a variable-length batch is not implemented yet; "
-               "call it under torch.no_grad() or detach the inputs")
-    with pytest.raises(NotImplementedError) as raised:
-        dash_attn.flash_attn_varlen_func(*a.values())
-    assert str(raised.value) == message
-    with pytest.raises(NotImplementedError, match="flash_attn_interface.flash_attn_varlen_func: the backward"):
-        flash_attn_interface.flash_attn_varlen_func(*a.values())
-    assert not calls
-    with torch.no_grad():
-        dash_attn.flash_attn_varlen_func(*a.values())
-    dash_attn.flash_attn_varlen_func(*(t.detach() if isinstance(t, torch.Tensor) else t for t in a.values()))
+    dash_attn.flash_attn_varlen_func(*a.values())
+    flash_attn_interface.flash_attn_varlen_func(*a.values())
     assert len(calls) == 2
 
 
@@ -182,14 +217,42 @@ def test_fake_implementation_gives_the_output_shapes():
     with FakeTensorMode():
         a = fake_cuda_batch([1, 127, 0, 5], [3, 127, 2, 0])
         out, lse = ops.fwd_varlen(a["q"], a["k"], a["v"], a["cu_seqlens_q"], a["cu_seqlens_k"], None, None, 127, 127,
-                                  0.125, True, 0)
+                                  0.125, True, True, "auto", 0)
         assert out.shape == (133, 8, 128) and out.dtype == torch.bfloat16 and out.is_contiguous()
         assert out.device.type == "cuda" and lse.device.type == "cuda"
         assert lse.shape == (8, 133) and lse.dtype == torch.float32 and lse.is_contiguous()
         used = torch.empty(4, dtype=torch.int32, device="cuda")
         out, lse = ops.fwd_varlen(a["q"][:, :4], a["k"][:, :1], a["v"][:, :1], a["cu_seqlens_q"], a["cu_seqlens_k"],
-                                  used, used, 127, 127, 0.125, False, 0)
+                                  used, used, 127, 127, 0.125, False, False, "atomic", 0)
         assert out.shape == (133, 4, 128) and out.is_contiguous() and lse.shape == (4, 133)
+        dout = torch.empty(133, 4, 128, dtype=torch.bfloat16, device="cuda")
+        for dlse in (None, torch.empty(4, 133, device="cuda")):
+            dq, dk, dv = ops.bwd_varlen(dout, dlse, a["q"][:, :4], a["k"][:, :1], a["v"][:, :1], out, lse,
+                                        a["cu_seqlens_q"], a["cu_seqlens_k"], used, used, 127, 127, 0.125, True, True,
+                                        "descending", 0)
+            assert dq.shape == (133, 4, 128) and dk.shape == dv.shape == (132, 1, 128)
+            assert all(g.is_contiguous() and g.dtype == torch.bfloat16 and g.device.type == "cuda"
+                       for g in (dq, dk, dv))
+
+
+def test_gradients_flow_through_the_fake_ops(monkeypatch):
+    """Autograd registered on fwd_varlen: q, k, v get gradients of their shapes
+    (through bwd_varlen's fake implementation) from out, from lse and from both.
+    Fake CPU tensors (check_qkv stood in for): the autograd engine needs a
+    device for fake CUDA ones."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.setattr(interface, "check_qkv", lambda *args: None)
+    with FakeTensorMode():
+        a = packed([1, 127, 0, 5], [3, 127, 2, 0])
+        for name in ("q", "k", "v"):
+            a[name].requires_grad_()
+        for use in ("out", "lse", "both"):
+            out, lse = dash_attn.flash_attn_varlen_func(*a.values(), causal=True, return_lse=True)
+            loss = {"out": out.float().sum(), "lse": lse.sum(), "both": out.float().sum() + lse.sum()}[use]
+            grads = torch.autograd.grad(loss, (a["q"], a["k"], a["v"]))
+            assert [tuple(g.shape) for g in grads] == [(133, 8, 128), (132, 2, 128), (132, 2, 128)], use
+            assert all(g.dtype == torch.bfloat16 for g in grads)
 
 
 def test_the_whole_frontend_on_fake_cuda_tensors(monkeypatch):
@@ -212,6 +275,96 @@ def test_the_whole_frontend_on_fake_cuda_tensors(monkeypatch):
         a["cu_seqlens_k"] = a["cu_seqlens_k"].cpu()
         with pytest.raises(ValueError, match="'cu_seqlens_k': expected device cuda:0 like q, got cpu"):
             dash_attn.flash_attn_varlen_func(*a.values())
+
+
+@pytest.fixture
+def cpu_ops(monkeypatch):
+    """The varlen ops on CPU tensors by reference_attention's kernels; check_qkv
+    (CUDA tensors only) stood in for. Yields the op names the calls reached."""
+    monkeypatch.setattr(interface, "check_qkv", lambda *args: None)
+    with reference_attention.cpu_kernels(ops) as reached:
+        yield reached
+
+
+CPU_LENGTHS, CPU_LENGTHS_K = [1, 9, 0, 17, 5], [3, 9, 4, 12, 0]
+
+
+def cpu_batch(seed=0, dtype=torch.float16, requires_grad=True):
+    a = packed(CPU_LENGTHS, CPU_LENGTHS_K, heads_q=4, heads_kv=2, head_dim=16, dtype=dtype, seed=seed)
+    for name in ("q", "k", "v"):
+        a[name].requires_grad_(requires_grad)
+    return a
+
+
+def fp64_gradients(a, dout, dlse, causal, scale, seqused=(None, None)):
+    """Autograd through the plain reference in fp64 (independent of the closed form in the CPU kernel)."""
+    leaves = [a[name].detach().double().requires_grad_() for name in ("q", "k", "v")]
+    out, lse = reference_attention.reference_varlen(*leaves, a["cu_seqlens_q"], a["cu_seqlens_k"], scale, causal,
+                                                    *seqused)
+    loss = (out * dout.double()).sum()
+    if dlse is not None:
+        loss = loss + (torch.where(torch.isfinite(lse), lse, 0.0) * dlse.double()).sum()
+    return torch.autograd.grad(loss, leaves)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("use", ["out", "lse", "both"])
+def test_autograd_wiring_on_cpu_reference_kernels(cpu_ops, causal, use):
+    """What autograd hands bwd_varlen (dout, dlse, the saved tensors, scale,
+    causal, lengths) gives fp64 autograd's gradients; no gradient for the lengths."""
+    a = cpu_batch()
+    out, lse = dash_attn.flash_attn_varlen_func(*a.values(), softmax_scale=0.3, causal=causal, return_lse=True)
+    gen = torch.Generator().manual_seed(1)
+    dout = torch.randn(out.shape, generator=gen).to(out.dtype) if use != "lse" else torch.zeros_like(out)
+    dlse = torch.randn(lse.shape, generator=gen) if use != "out" else None
+    loss = 0
+    if use != "lse":
+        loss = loss + (out.float() * dout.float()).sum()
+    if use != "out":
+        loss = loss + (torch.where(torch.isfinite(lse), lse, 0.0) * dlse).sum()
+    grads = torch.autograd.grad(loss, (a["q"], a["k"], a["v"]))
+    assert cpu_ops == ["fwd_varlen", "bwd_varlen"]
+    for name, g, e in zip("qkv", grads, fp64_gradients(a, dout, dlse, causal, 0.3)):
+        assert g.dtype == torch.float16 and g.shape == e.shape
+        assert max_error(g, e) <= 2e-3 * (1 + e.abs().max().item()), f"d{name}"
+    assert a["cu_seqlens_q"].grad is None and not a["cu_seqlens_q"].requires_grad
+
+
+def test_seqused_rows_get_zero_gradients_on_cpu_reference_kernels(cpu_ops):
+    a = cpu_batch(seed=2)
+    used_q, used_k = torch.tensor([1, 4, 0, 17, 2], dtype=torch.int32), torch.tensor([2, 9, 1, 5, 0], dtype=torch.int32)
+    out = dash_attn.flash_attn_varlen_func(*a.values(), causal=True, seqused_q=used_q, seqused_k=used_k)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (a["q"], a["k"], a["v"]), dout)
+    exact = fp64_gradients(a, dout, None, True, 16 ** -0.5, (used_q, used_k))
+    for name, g, e in zip("qkv", grads, exact):
+        assert max_error(g, e) <= 2e-3 * (1 + e.abs().max().item()), f"d{name}"
+    dq, dk, dv = grads
+    # Sequence 1 has rows 1..9 and uses 4; sequence 3 has keys 16..27 and uses 5.
+    assert not dq[5:10].any() and dq[1:5].any()
+    assert not dk[21:28].any() and not dv[21:28].any() and dk[16:21].any()
+
+
+def test_torch_compile_fullgraph_forward_and_backward_on_cpu_reference_kernels(cpu_ops):
+    """The fake implementations and the registered autograd trace in one graph
+    (aot_eager: no code generation on the CPU) and give eager's gradients."""
+    torch._dynamo.reset()
+    a = cpu_batch(seed=3)
+
+    def step(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, weight):
+        out, lse = dash_attn.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                                    causal=True, return_lse=True)
+        return (out.float() * weight).sum() + torch.where(torch.isfinite(lse), lse, 0.0).sum()
+
+    weight = torch.randn(a["q"].shape, generator=torch.Generator().manual_seed(4)).half().float()
+    eager = torch.autograd.grad(step(*a.values(), weight), (a["q"], a["k"], a["v"]))
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    for bounds in ((17, 12), (18, 20)):  # another max_seqlen: recompiled or traced as a SymInt
+        args = list(a.values())[:5] + list(bounds)
+        grads = torch.autograd.grad(compiled(*args, weight), (a["q"], a["k"], a["v"]))
+        for name, g, e in zip("qkv", grads, eager):
+            assert torch.equal(g, e), f"d{name}"
+    assert "bwd_varlen" in cpu_ops
 
 
 # --- On an sm_90 GPU -------------------------------------------------------------------------------------------------
