@@ -506,14 +506,31 @@ def test_custom_op_passes_opcheck():
     tensors = [a[name] for name in ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k")]
     used = torch.tensor([1, 100, 0, 64], dtype=torch.int32, device="cuda")
     for seqused in ((None, None), (used, used)):
-        torch.library.opcheck(ops.fwd_varlen, (*tensors, *seqused, 130, 127, 0.125, True, 0))
+        torch.library.opcheck(ops.fwd_varlen, (*tensors, *seqused, 130, 127, 0.125, True, True, "auto", 0))
+        # Inputs that need a gradient: opcheck runs the registered autograd (eager against AOT) too.
+        leaves = [t.detach().requires_grad_() for t in tensors[:3]] + tensors[3:]
+        torch.library.opcheck(ops.fwd_varlen, (*leaves, *seqused, 130, 127, 0.125, True, True, "descending", 0))
+
+
+@gpu
+def test_backward_op_passes_opcheck():
+    """bwd_varlen is the backward formula itself (none of its own): checked on plain tensors."""
+    a = packed([1, 127, 0, 130], [5, 127, 3, 64], heads_q=4, heads_kv=2, head_dim=64, device="cuda")
+    q, k, v, cu_q, cu_k = (a[name] for name in ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k"))
+    used = torch.tensor([1, 100, 0, 64], dtype=torch.int32, device="cuda")
+    for seqused in ((None, None), (used, used)):
+        out, lse = ops.fwd_varlen(q, k, v, cu_q, cu_k, *seqused, 130, 127, 0.125, True, True, "auto", 0)
+        for dlse in (None, torch.randn_like(lse)):
+            for deterministic, schedule in ((True, "auto"), (True, "fa3"), (False, "atomic")):
+                torch.library.opcheck(ops.bwd_varlen, (torch.randn_like(out), dlse, q, k, v, out, lse, cu_q, cu_k,
+                                                       *seqused, 130, 127, 0.125, True, deterministic, schedule, 0))
 
 
 @gpu
 def test_torch_compile_fullgraph_under_no_grad():
     a = packed(RAGGED, RAGGED_K, device="cuda", seed=5)
     for name in ("q", "k", "v"):
-        a[name].requires_grad_()  # no_grad makes the forward-only call legal
+        a[name].requires_grad_()  # no autograd graph under no_grad
 
     @torch.compile(fullgraph=True)
     def attend(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
@@ -528,3 +545,248 @@ def test_torch_compile_fullgraph_under_no_grad():
         # A changed max_seqlen can reach the second compilation as a SymInt; any
         # bound >= the longest sequence gives the same result.
         assert torch.equal(attend(*list(a.values())[:5], 301, 302), eager)
+
+
+
+# --- The backward on an sm_90 GPU ------------------------------------------------------------------------------------
+
+# Lengths 0 and 1, tile boundaries (64, 128 +- 1) and a long one; keys shorter, equal and longer per sequence.
+GRAD_LENGTHS = [1, 63, 64, 65, 127, 128, 129, 0, 300, 5]
+GRAD_LENGTHS_K = [1, 64, 200, 65, 128, 129, 127, 3, 257, 0]
+
+
+def packed_leaves(lengths_q, lengths_k, head_dim, dtype, seed, heads_q=8, heads_kv=2):
+    a = packed(lengths_q, lengths_k, heads_q=heads_q, heads_kv=heads_kv, head_dim=head_dim, device="cuda",
+               dtype=dtype, seed=seed)
+    for name in ("q", "k", "v"):
+        a[name].requires_grad_()
+    return a
+
+
+def varlen_gradients(a, dout, dlse, **keywords):
+    """(out, lse, dq, dk, dv) of the packed batch; dlse None: lse unused."""
+    out, lse = dash_attn.flash_attn_varlen_func(*a.values(), return_lse=True, **keywords)
+    if dlse is None:
+        grads = torch.autograd.grad(out, (a["q"], a["k"], a["v"]), dout)
+    else:
+        loss = (out.float() * dout.float()).sum() + (torch.where(torch.isfinite(lse), lse, 0.0) * dlse).sum()
+        grads = torch.autograd.grad(loss, (a["q"], a["k"], a["v"]))
+    return (out.detach(), lse.detach(), *grads)
+
+
+def reference_gradients(a, dout, dlse, causal, dtype, seqused=(None, None)):
+    """Gradients of each sequence run alone through plain torch math at dtype
+    (fp64: the exact reference; the inputs' dtype: the naive error bound)."""
+    leaves = [a[name].detach().to(dtype).requires_grad_() for name in ("q", "k", "v")]
+    out, lse = reference_attention.reference_varlen(*leaves, a["cu_seqlens_q"], a["cu_seqlens_k"], None, causal,
+                                                    *seqused, dtype=dtype)
+    loss = (out.double() * dout.double()).sum()
+    if dlse is not None:
+        loss = loss + (torch.where(torch.isfinite(lse), lse, 0.0).double() * dlse.double()).sum()
+    return torch.autograd.grad(loss, leaves)
+
+
+def assert_gradients_close(a, grads, exact, naive, seqused=(None, None)):
+    """FlashAttention-3's rule per sequence and per gradient: within 2x a naive
+    implementation's error at the inputs' precision, plus a small atol."""
+    cu = {"q": reference_attention.spans(a["cu_seqlens_q"], seqused[0]),
+          "k": reference_attention.spans(a["cu_seqlens_k"], seqused[1]), "v": None}
+    cu["v"] = cu["k"]
+    for name, g, e, n in zip("qkv", grads, exact, naive):
+        for b, (start, used, slot) in enumerate(cu[name]):
+            rows = slice(start, start + used)
+            bound = 2 * max_error(n[rows], e[rows]) + 1e-3 * (1 + (e[rows].abs().max().item() if used else 0))
+            assert max_error(g[rows], e[rows]) <= bound, f"d{name} of sequence {b}"
+            assert not g[start + used:start + slot].any(), f"d{name} of sequence {b}: rows past its used length"
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lengths_k", [GRAD_LENGTHS, GRAD_LENGTHS_K], ids=["same_lengths", "other_lengths_k"])
+def test_gradients_match_fp64_per_sequence(dtype, head_dim, causal, lengths_k):
+    a = packed_leaves(GRAD_LENGTHS, lengths_k, head_dim, dtype, seed=11)
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    dout = torch.randn(a["q"].shape, device="cuda", dtype=dtype, generator=gen)
+    _, _, *grads = varlen_gradients(a, dout, None, causal=causal)
+    exact = reference_gradients(a, dout, None, causal, torch.float64)
+    naive = reference_gradients(a, dout, None, causal, dtype)
+    assert_gradients_close(a, grads, exact, naive)
+
+
+@gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("use_out", [True, False])
+def test_lse_carries_its_gradient(causal, use_out):
+    """The varlen lse's gradient reaches q and k (ring attention over packed
+    documents), with and without out's, against fp64 autograd."""
+    a = packed_leaves(GRAD_LENGTHS, GRAD_LENGTHS_K, 128, torch.bfloat16, seed=13)
+    gen = torch.Generator(device="cuda").manual_seed(14)
+    dout = torch.randn(a["q"].shape, device="cuda", dtype=torch.bfloat16, generator=gen)
+    dout = dout if use_out else torch.zeros_like(dout)
+    dlse = torch.randn(8, a["q"].shape[0], device="cuda", generator=gen)
+    out, lse = dash_attn.flash_attn_varlen_func(*a.values(), causal=causal, return_lse=True)
+    loss = (torch.where(torch.isfinite(lse), lse, 0.0) * dlse).sum()
+    if use_out:
+        loss = loss + (out.float() * dout.float()).sum()
+    grads = torch.autograd.grad(loss, (a["q"], a["k"], a["v"]), allow_unused=True)
+    exact = reference_gradients(a, dout, dlse, causal, torch.float64)
+    for name, g, e in zip("qkv", grads, exact):
+        g = torch.zeros_like(e) if g is None else g
+        assert max_error(g, e) / (e.abs().max().item() + 1e-6) < 2e-2, f"d{name}"
+
+
+@gpu
+def test_seqused_gradients_and_untouched_rows():
+    a = packed_leaves(GRAD_LENGTHS, GRAD_LENGTHS_K, 128, torch.bfloat16, seed=15)
+    used_q = [1, 40, 64, 1, 100, 128, 0, 0, 250, 5]
+    used_k = [1, 64, 100, 65, 128, 2, 127, 3, 257, 0]
+    seqused = tuple(torch.tensor(u, dtype=torch.int32, device="cuda") for u in (used_q, used_k))
+    dout = torch.randn(a["q"].shape, device="cuda", dtype=torch.bfloat16,
+                       generator=torch.Generator(device="cuda").manual_seed(16))
+    _, _, *grads = varlen_gradients(a, dout, None, causal=True, seqused_q=seqused[0], seqused_k=seqused[1])
+    exact = reference_gradients(a, dout, None, True, torch.float64, seqused)
+    naive = reference_gradients(a, dout, None, True, torch.bfloat16, seqused)
+    assert_gradients_close(a, grads, exact, naive, seqused)
+
+
+DOCUMENT_LENGTHS = [300, 1, 129, 64, 200, 77, 0, 128]
+
+
+def documents(seed, head_dim=128, dtype=torch.bfloat16):
+    """Per document: q, k, v, dout, dlse, on the GPU."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    made = []
+    for n in DOCUMENT_LENGTHS:
+        q, k, v, dout = (torch.randn(n, h, head_dim, device="cuda", dtype=dtype, generator=gen) for h in (8, 2, 2, 8))
+        made.append((q, k, v, dout, torch.randn(8, n, device="cuda", generator=gen)))
+    return made
+
+
+def packed_gradients(docs, order, **keywords):
+    """Each document's (out, lse, dq, dk, dv) from one packed call over `order`."""
+    chosen = [docs[i] for i in order]
+    lengths = [DOCUMENT_LENGTHS[i] for i in order]
+    q, k, v = (torch.cat([d[j] for d in chosen]).requires_grad_() for j in range(3))
+    dout, dlse = torch.cat([d[3] for d in chosen]), torch.cat([d[4] for d in chosen], dim=1)
+    a = dict(q=q, k=k, v=v, cu_seqlens_q=offsets(lengths, "cuda"), cu_seqlens_k=offsets(lengths, "cuda"),
+             max_seqlen_q=max(max(lengths), 1), max_seqlen_k=max(max(lengths), 1))
+    out, lse, dq, dk, dv = varlen_gradients(a, dout, dlse, **keywords)
+    starts = dict(zip(order, a["cu_seqlens_q"].tolist()))
+    rows = {i: slice(starts[i], starts[i] + DOCUMENT_LENGTHS[i]) for i in order}
+    return {i: (out[rows[i]], lse[:, rows[i]], dq[rows[i]], dk[rows[i]], dv[rows[i]]) for i in order}
+
+
+@gpu
+@pytest.mark.parametrize("schedule", ["auto", "fa3", "descending"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_documents_gradients_are_the_same_bits_wherever_it_is_packed(schedule, causal):
+    """Each document's dq, dk, dv (and out, lse) are bitwise the same alone (a
+    batch of one), packed in one order and packed in another behind a
+    different first document (every offset shifts); the empty document 6
+    sits at the start, in the middle and at the end."""
+    docs = documents(seed=17)
+    packings = [[0, 1, 2, 3, 4, 6], [5, 4, 2, 6, 0, 7, 3, 1], [6, 3, 0, 7, 1, 2, 4, 5]]
+    results = [packed_gradients(docs, order, causal=causal, schedule=schedule) for order in packings]
+    for i in range(len(DOCUMENT_LENGTHS)):
+        if DOCUMENT_LENGTHS[i] == 0:  # alone it is an empty tensor, which the function refuses
+            continue
+        alone = packed_gradients(docs, [i], causal=causal, schedule=schedule)[i]
+        for result in results:
+            if i not in result:
+                continue
+            for name, x, y in zip(("out", "lse", "dq", "dk", "dv"), alone, result[i]):
+                assert same_bits(x, y), f"{name} of document {i}"
+
+
+@gpu
+@pytest.mark.parametrize("schedule", ["fa3", "descending"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_documents_gradients_equal_flash_attn_func_on_it_alone(schedule, causal):
+    """The C++ API's claim (api.hpp): backward_varlen on a sequence equals
+    backward() on that sequence alone, bitwise, under the same schedule."""
+    docs = documents(seed=18)
+    result = packed_gradients(docs, list(range(len(DOCUMENT_LENGTHS))), causal=causal, schedule=schedule)
+    for i, (q, k, v, dout, dlse) in enumerate(docs):
+        if DOCUMENT_LENGTHS[i] == 0:
+            continue
+        leaves = [t[None].clone().requires_grad_() for t in (q, k, v)]
+        out, lse = dash_attn.flash_attn_func(*leaves, causal=causal, schedule=schedule, return_lse=True)
+        loss = (out.float() * dout[None].float()).sum() + (lse * dlse[None]).sum()
+        grads = torch.autograd.grad(loss, leaves)
+        for name, x, y in zip(("dq", "dk", "dv"), grads, result[i][2:]):
+            assert same_bits(x[0], y), f"{name} of document {i}"
+
+
+@gpu
+@pytest.mark.parametrize("keywords", [dict(), dict(schedule="fa3"), dict(schedule="descending")],
+                         ids=["auto", "fa3", "descending"])
+def test_reruns_are_bitwise_equal(keywords):
+    a = packed_leaves(GRAD_LENGTHS, GRAD_LENGTHS_K, 128, torch.bfloat16, seed=19)
+    gen = torch.Generator(device="cuda").manual_seed(20)
+    dout = torch.randn(a["q"].shape, device="cuda", dtype=torch.bfloat16, generator=gen)
+    dlse = torch.randn(8, a["q"].shape[0], device="cuda", generator=gen)
+    first = varlen_gradients(a, dout, dlse, causal=True, **keywords)
+    for _ in range(3):
+        again = varlen_gradients(a, dout, dlse, causal=True, **keywords)
+        for name, x, y in zip(("out", "lse", "dq", "dk", "dv"), first, again):
+            assert same_bits(x, y), name
+
+
+@gpu
+def test_atomic_backward_is_close_to_the_deterministic_one():
+    a = packed_leaves(GRAD_LENGTHS, GRAD_LENGTHS_K, 64, torch.bfloat16, seed=21)
+    dout = torch.randn(a["q"].shape, device="cuda", dtype=torch.bfloat16,
+                       generator=torch.Generator(device="cuda").manual_seed(22))
+    _, _, *deterministic = varlen_gradients(a, dout, None, causal=True)
+    _, _, *atomic = varlen_gradients(a, dout, None, causal=True, deterministic=False)
+    exact = reference_gradients(a, dout, None, True, torch.float64)
+    naive = reference_gradients(a, dout, None, True, torch.bfloat16)
+    assert_gradients_close(a, atomic, exact, naive)
+    for name, x, y in zip("qkv", deterministic, atomic):
+        assert max_error(x, y) <= 2e-2 * (1 + y.abs().max().item()), f"d{name}"
+
+
+@gpu
+def test_torch_compile_fullgraph_forward_and_backward():
+    """A compiled loss over out and lse, backward through bwd_varlen: the
+    gradients are bitwise eager's (the loss's weights are exact in bf16, so
+    dout and dlse reach the kernel with the same bits)."""
+    a = packed_leaves(GRAD_LENGTHS, GRAD_LENGTHS_K, 128, torch.bfloat16, seed=23)
+    gen = torch.Generator(device="cuda").manual_seed(24)
+    weight = torch.randn(a["q"].shape, device="cuda", dtype=torch.bfloat16, generator=gen).float()
+    weight_lse = torch.randn(8, a["q"].shape[0], device="cuda", generator=gen)
+
+    def loss(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+        out, lse = dash_attn.flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                                    causal=True, return_lse=True)
+        return (out.float() * weight).sum() + (torch.where(torch.isfinite(lse), lse, 0.0) * weight_lse).sum()
+
+    leaves = (a["q"], a["k"], a["v"])
+    eager = torch.autograd.grad(loss(*a.values()), leaves)
+    compiled = torch.compile(loss, fullgraph=True)
+    for bounds in ((300, 257), (301, 302)):  # a changed max_seqlen may arrive as a SymInt
+        grads = torch.autograd.grad(compiled(*list(a.values())[:5], *bounds), leaves)
+        for name, g, e in zip("qkv", grads, eager):
+            assert same_bits(g, e), f"d{name}"
+
+
+@gpu
+def test_cuda_graph_capture_and_replay_of_the_backward():
+    a = packed_leaves(GRAD_LENGTHS, GRAD_LENGTHS_K, 128, torch.bfloat16, seed=25)
+    dout = torch.randn(a["q"].shape, device="cuda", dtype=torch.bfloat16,
+                       generator=torch.Generator(device="cuda").manual_seed(26))
+    step = lambda: varlen_gradients(a, dout, None, causal=True)[2:]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):  # warm-up outside capture
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    graph.replay()
+    for name, x, y in zip("qkv", captured, step()):
+        assert same_bits(x, y), f"d{name}"
