@@ -79,6 +79,28 @@ inline void wait_or_die(cudaStream_t stream, double seconds, const char* what) {
   cudaStreamSynchronize(stream);
 }
 
+// Device-side helpers of the determinism tests (templates, so that every test
+// unit may include them).
+
+// differing[0] += elements where a != b; differing[1] = min differing index.
+template <class T>
+__global__ void count_differences(const T* a, const T* b, int64_t n, unsigned long long* differing) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    if (a[i] != b[i]) {
+      atomicAdd(&differing[0], 1ull);
+      atomicMin(&differing[1], static_cast<unsigned long long>(i));
+    }
+}
+
+// Spins on every SM it gets until *release is set (or ~1 s passes), keeping
+// most SMs busy while a kernel under test runs beside it (launch it with
+// enough dynamic shared memory that one CTA fills an SM).
+template <class Flag>
+__global__ void occupy_sms(const volatile Flag* release) {
+  const long long start = clock64();
+  while (*release == 0 && clock64() - start < 2'000'000'000ll) __nanosleep(1000);
+}
+
 // Where element (b, s, h, 0) of a tensor sits: dense, or heads-major with each
 // row padded by 8 elements and each batch by 64 (all multiples of 16 bytes).
 struct Placement {

@@ -18,6 +18,8 @@ using testing::BackwardProblem;
 using testing::BackwardRunner;
 using testing::DeviceBuffer;
 using testing::GradientBits;
+using testing::count_differences;
+using testing::occupy_sms;
 
 constexpr ScheduleKind kDeterministic[] = {ScheduleKind::kFA3, ScheduleKind::kDescending, ScheduleKind::kShift,
                                            ScheduleKind::kSymmetricShift, ScheduleKind::kAuto};
@@ -54,15 +56,6 @@ void expect_same(const GradientBits& expected, const GradientBits& actual, const
   EXPECT_TRUE(testing::bitwise_equal(expected.dq, actual.dq, q_dims)) << what << ": dQ";
   EXPECT_TRUE(testing::bitwise_equal(expected.dk, actual.dk, k_dims)) << what << ": dK";
   EXPECT_TRUE(testing::bitwise_equal(expected.dv, actual.dv, k_dims)) << what << ": dV";
-}
-
-// differing[0] += elements where a != b; differing[1] = min differing index.
-__global__ void count_differences(const uint16_t* a, const uint16_t* b, int64_t n, unsigned long long* differing) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    if (a[i] != b[i]) {
-      atomicAdd(&differing[0], 1ull);
-      atomicMin(&differing[1], static_cast<unsigned long long>(i));
-    }
 }
 
 class BackwardDeterminism : public ::testing::TestWithParam<std::tuple<bool, ScheduleKind, int64_t>> {};
@@ -127,13 +120,6 @@ TEST_P(BackwardDeterminism, GridCapInvariant) {
   }
 }
 
-// Spins on every SM it gets until *release is set (or ~1 s passes), keeping
-// most SMs busy while the backward runs beside it.
-__global__ void occupy_sms(const volatile int* release) {
-  const long long start = clock64();
-  while (*release == 0 && clock64() - start < 2'000'000'000ll) __nanosleep(1000);
-}
-
 TEST_P(BackwardDeterminism, EqualUnderConcurrentKernel) {
   DASH_REQUIRE_SM90();
   const auto [causal, kind, head_dim] = GetParam();
@@ -152,8 +138,8 @@ TEST_P(BackwardDeterminism, EqualUnderConcurrentKernel) {
   // One CTA per SM (the shared memory forces it) on all but 60 SMs: room
   // for a wave of the wave schedules (at most 64 CTAs) but not much more.
   const int occupied = std::max(1, sms - 60);
-  DASH_TEST_CUDA(cudaFuncSetAttribute(occupy_sms, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-  occupy_sms<<<occupied, 32, 200 * 1024, busy>>>(release.get());
+  DASH_TEST_CUDA(cudaFuncSetAttribute(occupy_sms<int>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  occupy_sms<int><<<occupied, 32, 200 * 1024, busy>>>(release.get());
   DASH_TEST_CUDA(cudaGetLastError());
   try {
     runner.run(runner.options(), work);

@@ -19,39 +19,16 @@
 #include "common/compare.hpp"
 #include "dash_attn/api.hpp"
 #include "gpu_support.hpp"
+#include "varlen_harness.hpp"
 
 namespace dash_attn {
 namespace {
 
 using testing::DeviceBuffer;
 
-// One document: its q and k lengths and its values (dense per sequence,
-// (seq, head, dim)) in the device type and as doubles.
-template <class Element>
-struct Document {
-  int64_t seqlen_q, seqlen_k;
-  std::vector<Element> q, k, v;
-  std::vector<double> q_exact, k_exact, v_exact;
-};
-
-struct Heads {
-  int64_t q, kv, dim;
-};
-
-template <class Element>
-std::vector<Document<Element>> make_documents(const std::vector<std::pair<int64_t, int64_t>>& lengths, Heads h,
-                                              uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<Document<Element>> docs;
-  for (const auto& [lq, lk] : lengths) {
-    Document<Element> d{lq, lk, {}, {}, {}, {}, {}, {}};
-    testing::random_tensor(rng, lq * h.q * h.dim, d.q, d.q_exact);
-    testing::random_tensor(rng, lk * h.kv * h.dim, d.k, d.k_exact);
-    testing::random_tensor(rng, lk * h.kv * h.dim, d.v, d.v_exact);
-    docs.push_back(std::move(d));
-  }
-  return docs;
-}
+using testing::Document;
+using testing::Heads;
+using testing::make_documents;
 
 // What one document got back: out bits (seq, head, dim) and lse (head, seq).
 struct DocumentResult {
@@ -65,51 +42,15 @@ template <class Element>
 std::vector<DocumentResult> run_packed(const std::vector<Document<Element>>& docs, const std::vector<int>& order,
                                        int64_t lead, Heads h, DType dtype, bool causal, bool use_seqused,
                                        int sm_margin) {
-  const int64_t row_q = h.q * h.dim, row_k = h.kv * h.dim;
-  std::vector<int32_t> cu_q{static_cast<int32_t>(lead)}, cu_k{static_cast<int32_t>(lead)}, used_q, used_k;
-  int64_t max_q = 1, max_k = 1;
-  for (int i : order) {
-    // With seqused, each sequence's slot is 3 rows longer than what it uses.
-    const int64_t slack = use_seqused ? 3 : 0;
-    cu_q.push_back(static_cast<int32_t>(cu_q.back() + docs[i].seqlen_q + slack));
-    cu_k.push_back(static_cast<int32_t>(cu_k.back() + docs[i].seqlen_k + slack));
-    used_q.push_back(static_cast<int32_t>(docs[i].seqlen_q));
-    used_k.push_back(static_cast<int32_t>(docs[i].seqlen_k));
-    max_q = std::max(max_q, docs[i].seqlen_q + slack);
-    max_k = std::max(max_k, docs[i].seqlen_k + slack);
-  }
-  const int64_t total_q = cu_q.back() + 7, total_k = cu_k.back() + 7;  // trailing rows of no sequence
-  std::mt19937_64 filler(99);
-  std::vector<Element> q(total_q * row_q), k(total_k * row_k), v(total_k * row_k);
-  std::vector<double> unused;
-  // Rows of no sequence hold random values: they must not leak into any result.
-  testing::random_tensor(filler, q.size(), q, unused);
-  testing::random_tensor(filler, k.size(), k, unused);
-  testing::random_tensor(filler, v.size(), v, unused);
-  for (size_t slot = 0; slot < order.size(); ++slot) {
-    const Document<Element>& d = docs[order[slot]];
-    std::copy(d.q.begin(), d.q.end(), q.begin() + cu_q[slot] * row_q);
-    std::copy(d.k.begin(), d.k.end(), k.begin() + cu_k[slot] * row_k);
-    std::copy(d.v.begin(), d.v.end(), v.begin() + cu_k[slot] * row_k);
-  }
-  DeviceBuffer<Element> qd(q.size()), kd(k.size()), vd(v.size()), out(q.size());
-  DeviceBuffer<float> lse(h.q * total_q);
-  DeviceBuffer<int32_t> cu_qd(cu_q.size()), cu_kd(cu_k.size()), used_qd(used_q.size()), used_kd(used_k.size());
-  qd.upload(q), kd.upload(k), vd.upload(v), cu_qd.upload(cu_q), cu_kd.upload(cu_k), used_qd.upload(used_q),
-      used_kd.upload(used_k);
+  const testing::PackedBatch<Element> batch(docs, order, lead, h, use_seqused);
+  const testing::VarlenLayout& l = batch.layout();
+  DeviceBuffer<Element> out(batch.q_elements());
+  DeviceBuffer<float> lse(batch.lse_elements());
   out.poison();
   lse.poison();
 
-  VarlenForwardArgs a;
-  a.shape = ProblemShape{static_cast<int64_t>(order.size()), max_q, max_k, h.q, h.kv, h.dim};
-  a.lengths = VarlenLengths{total_q,     total_k, cu_qd.get(), cu_kd.get(), use_seqused ? used_qd.get() : nullptr,
-                            use_seqused ? used_kd.get() : nullptr};
+  VarlenForwardArgs a = batch.forward_args(out.get(), lse.get());
   a.dtype = dtype;
-  a.q = TensorView{qd.get(), 0, row_q, h.dim, 1};
-  a.k = TensorView{kd.get(), 0, row_k, h.dim, 1};
-  a.v = TensorView{vd.get(), 0, row_k, h.dim, 1};
-  a.out = TensorView{out.get(), 0, row_q, h.dim, 1};
-  a.lse = LseView{lse.get(), 0, total_q};
   Options options;
   options.causal = causal;
   options.sm_margin = sm_margin;
@@ -120,26 +61,14 @@ std::vector<DocumentResult> run_packed(const std::vector<Document<Element>>& doc
 
   // Rows of no sequence (padding, seqused slack, the tail) keep their poison:
   // the kernel writes a sequence's rows only.
-  std::vector<char> owned(total_q, 0);
-  for (size_t slot = 0; slot < order.size(); ++slot)
-    for (int64_t r = 0; r < docs[order[slot]].seqlen_q; ++r) owned[cu_q[slot] + r] = 1;
-  int64_t written_outside = 0;
-  for (int64_t r = 0; r < total_q; ++r)
-    if (!owned[r]) {
-      uint16_t bits;
-      std::memcpy(&bits, &out_host[r * row_q], sizeof bits);
-      written_outside += bits != 0xFFFF;
-    }
-  EXPECT_EQ(written_outside, 0) << "rows of no sequence were written";
+  EXPECT_EQ(testing::rows_written_outside(out_host, l.owned_q, batch.row_q()), 0) << "rows of no sequence were written";
 
   std::vector<DocumentResult> results(docs.size());
   for (size_t slot = 0; slot < order.size(); ++slot) {
     const Document<Element>& d = docs[order[slot]];
     DocumentResult& r = results[order[slot]];
-    r.out_bits.resize(d.seqlen_q * row_q);
-    std::memcpy(r.out_bits.data(), out_host.data() + cu_q[slot] * row_q, r.out_bits.size() * sizeof(uint16_t));
-    for (int64_t head = 0; head < h.q; ++head)
-      for (int64_t i = 0; i < d.seqlen_q; ++i) r.lse.push_back(lse_host[head * total_q + cu_q[slot] + i]);
+    r.out_bits = testing::slot_bits(out_host, l.cu_q[slot], d.seqlen_q, batch.row_q());
+    r.lse = testing::slot_lse(lse_host, l.total_q, h.q, l.cu_q[slot], d.seqlen_q);
   }
   return results;
 }
