@@ -29,4 +29,16 @@ void backward(const BackwardArgs& args, const Options& options, cudaStream_t str
 // Bytes of device workspace backward() needs for this shape and options.
 std::size_t backward_workspace_size(const ProblemShape& shape, const Options& options);
 
+// The backward of a variable-length batch (types.hpp, VarlenBackwardArgs).
+// Deterministic as backward(); in addition a sequence's dq, dk, dv are
+// bitwise the same whatever else is packed around it, and equal to
+// backward() on that sequence alone. Schedules: atomic, fa3, descending
+// (auto: descending); the wave schedules (shift, symmetric_shift) are refused.
+void backward_varlen(const VarlenBackwardArgs& args, const Options& options, cudaStream_t stream);
+
+// Bytes of device workspace backward_varlen() needs (a function of the
+// totals, the batch and the heads, never of the device arrays' values).
+std::size_t backward_varlen_workspace_size(const ProblemShape& shape, const VarlenLengths& lengths,
+                                           const Options& options);
+
 }  // namespace dash_attn

@@ -13,7 +13,7 @@
 #define DASH_ATTN_C_API_H
 
 /* The version of everything in this header, as one number (see above). */
-#define DASH_ATTN_ABI_VERSION 3
+#define DASH_ATTN_ABI_VERSION 4
 
 #include <stddef.h>
 #include <stdint.h>
@@ -103,6 +103,18 @@ DASH_C_API int dash_backward(const DashShape* shape, int32_t dtype, const DashTe
                   const DashOptions* options, void* stream);
 
 DASH_C_API int dash_backward_workspace_size(const DashShape* shape, const DashOptions* options, size_t* bytes);
+
+/* The backward of a variable-length batch, in dash_forward_varlen's layout
+ * (dout, dq, dk, dv packed like out, q, k, v; dlse like lse). */
+DASH_C_API int dash_backward_varlen(const DashShape* shape, const DashVarlenLengths* lengths, int32_t dtype,
+                                    const DashTensor* q, const DashTensor* k, const DashTensor* v,
+                                    const DashTensor* out, const DashTensor* dout, const DashLse* lse,
+                                    const DashLse* dlse /* may be null */, const DashTensor* dq, const DashTensor* dk,
+                                    const DashTensor* dv, void* workspace, size_t workspace_bytes,
+                                    const DashOptions* options, void* stream);
+
+DASH_C_API int dash_backward_varlen_workspace_size(const DashShape* shape, const DashVarlenLengths* lengths,
+                                                   const DashOptions* options, size_t* bytes);
 
 DASH_C_API const char* dash_last_error(void);
 

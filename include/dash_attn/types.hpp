@@ -126,4 +126,21 @@ struct BackwardArgs {
   std::size_t workspace_bytes = 0;
 };
 
+// The backward of a variable-length batch, in VarlenForwardArgs' layout:
+// q, k, v, out, dout, dq, dk, dv packed (total, heads, head_dim), lse and
+// dlse (heads_q, total_q). Each sequence's dq, dk, dv rows are written
+// (zeros where it has no work: a sequence with keys but no queries gets
+// dk = dv = 0); rows outside every sequence's used length are not written.
+struct VarlenBackwardArgs {
+  ProblemShape shape;  // batch = sequences, seqlen_q / seqlen_k = max_seqlen_q / max_seqlen_k
+  VarlenLengths lengths;
+  DType dtype = DType::kBF16;
+  TensorView q, k, v, out, dout;
+  LseView lse;
+  LseView dlse;  // optional (null data: zero)
+  TensorView dq, dk, dv;
+  void* workspace = nullptr;  // backward_varlen_workspace_size() bytes, 256-byte aligned
+  std::size_t workspace_bytes = 0;
+};
+
 }  // namespace dash_attn

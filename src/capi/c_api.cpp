@@ -31,6 +31,10 @@ dash_attn::TensorView to_view(const DashTensor& t) {
 
 dash_attn::LseView to_lse(const DashLse& l) { return {l.data, l.batch_stride, l.head_stride}; }
 
+dash_attn::VarlenLengths to_lengths(const DashVarlenLengths& l) {
+  return {l.total_q, l.total_k, l.cu_seqlens_q, l.cu_seqlens_k, l.seqused_q, l.seqused_k};
+}
+
 dash_attn::Options to_options(const DashOptions& o) {
   dash_attn::Options options;
   options.causal = o.causal != 0;
@@ -81,8 +85,7 @@ int dash_forward_varlen(const DashShape* shape, const DashVarlenLengths* lengths
     constexpr const char* kFn = "dash_forward_varlen";
     dash_attn::VarlenForwardArgs a;
     a.shape = to_shape(required(shape, kFn, "shape"));
-    const DashVarlenLengths& l = required(lengths, kFn, "lengths");
-    a.lengths = {l.total_q, l.total_k, l.cu_seqlens_q, l.cu_seqlens_k, l.seqused_q, l.seqused_k};
+    a.lengths = to_lengths(required(lengths, kFn, "lengths"));
     a.dtype = dash_attn::capi::to_dtype(dtype);
     a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
     a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
@@ -118,6 +121,40 @@ int dash_backward_workspace_size(const DashShape* shape, const DashOptions* opti
     constexpr const char* kFn = "dash_backward_workspace_size";
     required(bytes, kFn, "bytes") = dash_attn::backward_workspace_size(to_shape(required(shape, kFn, "shape")),
                                                 to_options(required(options, kFn, "options")));
+  });
+}
+
+int dash_backward_varlen(const DashShape* shape, const DashVarlenLengths* lengths, int32_t dtype, const DashTensor* q,
+                         const DashTensor* k, const DashTensor* v, const DashTensor* out, const DashTensor* dout,
+                         const DashLse* lse, const DashLse* dlse, const DashTensor* dq, const DashTensor* dk,
+                         const DashTensor* dv, void* workspace, size_t workspace_bytes, const DashOptions* options,
+                         void* stream) {
+  return guarded([&] {
+    constexpr const char* kFn = "dash_backward_varlen";
+    dash_attn::VarlenBackwardArgs a;
+    a.shape = to_shape(required(shape, kFn, "shape"));
+    a.lengths = to_lengths(required(lengths, kFn, "lengths"));
+    a.dtype = dash_attn::capi::to_dtype(dtype);
+    a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
+    a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
+    a.dout = to_view(required(dout, kFn, "dout"));
+    a.lse = to_lse(required(lse, kFn, "lse"));
+    if (dlse != nullptr) a.dlse = to_lse(*dlse);  // optional
+    a.dq = to_view(required(dq, kFn, "dq")), a.dk = to_view(required(dk, kFn, "dk"));
+    a.dv = to_view(required(dv, kFn, "dv"));
+    a.workspace = workspace;
+    a.workspace_bytes = workspace_bytes;
+    dash_attn::backward_varlen(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dash_backward_varlen_workspace_size(const DashShape* shape, const DashVarlenLengths* lengths,
+                                        const DashOptions* options, size_t* bytes) {
+  return guarded([&] {
+    constexpr const char* kFn = "dash_backward_varlen_workspace_size";
+    required(bytes, kFn, "bytes") = dash_attn::backward_varlen_workspace_size(
+        to_shape(required(shape, kFn, "shape")), to_lengths(required(lengths, kFn, "lengths")),
+        to_options(required(options, kFn, "options")));
   });
 }
 

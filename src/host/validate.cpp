@@ -6,9 +6,11 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "dash_attn/error.hpp"
 #include "dash_attn/kernel_table.hpp"
+#include "dash_attn/schedule/resolve.hpp"
 #include "dash_attn/tile_config.hpp"
 #include "overlap.hpp"
 
@@ -100,7 +102,7 @@ StridedView view_of(const LseView& l, const ProblemShape& s) {
 }
 
 // Each output against every input and every other output.
-void check_no_overlap(const char* function, std::initializer_list<Named> outputs, std::initializer_list<Named> inputs) {
+void check_no_overlap(const char* function, const std::vector<Named>& outputs, const std::vector<Named>& inputs) {
   for (auto out = outputs.begin(); out != outputs.end(); ++out) {
     if (out->view.data == nullptr) continue;  // an absent optional buffer
     for (const Named& in : inputs)
@@ -176,20 +178,61 @@ void validate_forward(const ForwardArgs& a, const Options& options) {
                     {"v", view_of(a.v, s.batch, s.seqlen_k, s.heads_kv, d)}});
 }
 
-void validate_forward_varlen(const VarlenForwardArgs& a, const Options& options) {
-  constexpr const char* kFn = "forward_varlen";
-  validate_problem(kFn, a.shape, options);
-  const ProblemShape& s = a.shape;
-  const VarlenLengths& l = a.lengths;
+namespace {
+
+// dout, the optional dlse, dq, dk, dv and the workspace of a backward over `s`.
+void check_backward_outputs(const char* kFn, const ProblemShape& s, const TensorView& dout, const LseView& dlse,
+                            const TensorView& dq, const TensorView& dk, const TensorView& dv, const void* workspace,
+                            std::size_t workspace_bytes, std::size_t required_workspace_bytes,
+                            const char* size_function) {
+  check_tensor(kFn, "dout", dout, s.batch, s.seqlen_q, s.heads_q);
+  if (dlse.data != nullptr) check_lse(kFn, "dlse", dlse, s);  // optional
+  check_tensor(kFn, "dq", dq, s.batch, s.seqlen_q, s.heads_q);
+  check_tensor(kFn, "dk", dk, s.batch, s.seqlen_k, s.heads_kv);
+  check_tensor(kFn, "dv", dv, s.batch, s.seqlen_k, s.heads_kv);
+  if (workspace_bytes < required_workspace_bytes)
+    fail(ErrorCode::kInvalidArgument, kFn, "workspace_bytes",
+         std::string("expected >= ") + size_function + "() = " + str(required_workspace_bytes) + ", got " + str(workspace_bytes));
+  if (required_workspace_bytes > 0 && workspace == nullptr)
+    fail(ErrorCode::kInvalidArgument, kFn, "workspace", "expected a non-null device pointer");
+  if (reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0)
+    fail(ErrorCode::kInvalidArgument, kFn, "workspace", "expected a 256-byte aligned pointer");
+}
+
+std::vector<Named> backward_outputs(const ProblemShape& s, const TensorView& dq, const TensorView& dk,
+                                        const TensorView& dv, const void* workspace, std::size_t workspace_bytes) {
+  const int64_t d = s.head_dim;
+  const StridedView space{workspace, 1, 1, {static_cast<int64_t>(workspace_bytes)}, {1}};
+  return {{"dq", view_of(dq, s.batch, s.seqlen_q, s.heads_q, d)},
+          {"dk", view_of(dk, s.batch, s.seqlen_k, s.heads_kv, d)},
+          {"dv", view_of(dv, s.batch, s.seqlen_k, s.heads_kv, d)},
+          {"workspace", workspace_bytes > 0 ? space : StridedView{}}};
+}
+
+std::vector<Named> backward_inputs(const ProblemShape& s, const TensorView& q, const TensorView& k,
+                                       const TensorView& v, const TensorView& out, const TensorView& dout,
+                                       const LseView& lse, const LseView& dlse) {
+  const int64_t d = s.head_dim;
+  return {{"q", view_of(q, s.batch, s.seqlen_q, s.heads_q, d)},
+          {"k", view_of(k, s.batch, s.seqlen_k, s.heads_kv, d)},
+          {"v", view_of(v, s.batch, s.seqlen_k, s.heads_kv, d)},
+          {"out", view_of(out, s.batch, s.seqlen_q, s.heads_q, d)},
+          {"dout", view_of(dout, s.batch, s.seqlen_q, s.heads_q, d)},
+          {"lse", view_of(lse, s)},
+          {"dlse", dlse.data != nullptr ? view_of(dlse, s) : StridedView{}}};
+}
+
+// The rules on a varlen batch's totals and arrays that hold without reading them.
+void check_varlen_lengths(const char* kFn, const ProblemShape& s, const VarlenLengths& l) {
   check_positive(kFn, "lengths.total_q", l.total_q);
   check_positive(kFn, "lengths.total_k", l.total_k);
   constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
   for (const auto& [name, total] : {std::pair{"lengths.total_q", l.total_q}, std::pair{"lengths.total_k", l.total_k}})
     if (total > kMaxIndex - kSmallestBlock)
       fail(ErrorCode::kNotSupported, kFn, name, "expected <= " + str(kMaxIndex - kSmallestBlock) + ", got " + str(total));
-  // Whatever the lengths hold, the batch has at most ceil(total_q / 64) + batch
-  // query tiles per head: the tile indices must fit 32 bits.
-  if ((l.total_q / kSmallestBlock + s.batch + 1) > kMaxIndex / s.heads_q)
+  // Whatever the lengths hold, the batch has at most total / 64 + batch
+  // tiles per head (accumulator_tiles.hpp): the tile indices must fit 32 bits.
+  if ((std::max(l.total_q, l.total_k) / kSmallestBlock + s.batch + 1) > kMaxIndex / s.heads_q)
     fail(ErrorCode::kNotSupported, kFn, "shape",
          "heads_q * (total_q / 64 + batch) overflows the 32-bit tile index");
   for (const auto& [name, pointer] : {std::pair{"lengths.cu_seqlens_q", l.cu_seqlens_q},
@@ -200,22 +243,61 @@ void validate_forward_varlen(const VarlenForwardArgs& a, const Options& options)
         std::pair{"lengths.seqused_q", l.seqused_q}, std::pair{"lengths.seqused_k", l.seqused_k}})
     if (reinterpret_cast<std::uintptr_t>(pointer) % alignof(int32_t) != 0)
       fail(ErrorCode::kInvalidArgument, kFn, name, "expected a 4-byte aligned int32 pointer");
+}
+
+StridedView int32_view(const int32_t* p, int64_t count) {
+  return p != nullptr ? StridedView{p, sizeof(int32_t), 1, {count}, {1}} : StridedView{};
+}
+
+// The length arrays as overlap inputs.
+std::vector<Named> length_views(const ProblemShape& s, const VarlenLengths& l) {
+  return {{"lengths.cu_seqlens_q", int32_view(l.cu_seqlens_q, s.batch + 1)},
+          {"lengths.cu_seqlens_k", int32_view(l.cu_seqlens_k, s.batch + 1)},
+          {"lengths.seqused_q", int32_view(l.seqused_q, s.batch)},
+          {"lengths.seqused_k", int32_view(l.seqused_k, s.batch)}};
+}
+
+}  // namespace
+
+void validate_forward_varlen(const VarlenForwardArgs& a, const Options& options) {
+  constexpr const char* kFn = "forward_varlen";
+  validate_problem(kFn, a.shape, options);
+  const ProblemShape& s = a.shape;
+  const VarlenLengths& l = a.lengths;
+  check_varlen_lengths(kFn, s, l);
   // The packed tensors are (total, heads, head_dim): one "batch" of total rows.
   ProblemShape packed{1, l.total_q, l.total_k, s.heads_q, s.heads_kv, s.head_dim};
   check_forward_tensors(kFn, packed, a.q, a.k, a.v, a.out, a.lse);
   const int64_t d = s.head_dim;
-  const int64_t sequences = s.batch;
-  auto ints = [&](const int32_t* p, int64_t count) {
-    return StridedView{p, sizeof(int32_t), 1, {count}, {1}};
-  };
-  check_no_overlap(kFn, {{"out", view_of(a.out, 1, l.total_q, s.heads_q, d)}, {"lse", view_of(a.lse, packed)}},
-                   {{"q", view_of(a.q, 1, l.total_q, s.heads_q, d)},
-                    {"k", view_of(a.k, 1, l.total_k, s.heads_kv, d)},
-                    {"v", view_of(a.v, 1, l.total_k, s.heads_kv, d)},
-                    {"lengths.cu_seqlens_q", ints(l.cu_seqlens_q, sequences + 1)},
-                    {"lengths.cu_seqlens_k", ints(l.cu_seqlens_k, sequences + 1)},
-                    {"lengths.seqused_q", l.seqused_q != nullptr ? ints(l.seqused_q, sequences) : StridedView{}},
-                    {"lengths.seqused_k", l.seqused_k != nullptr ? ints(l.seqused_k, sequences) : StridedView{}}});
+  std::vector<Named> inputs = {{"q", view_of(a.q, 1, l.total_q, s.heads_q, d)},
+                                   {"k", view_of(a.k, 1, l.total_k, s.heads_kv, d)},
+                                   {"v", view_of(a.v, 1, l.total_k, s.heads_kv, d)}};
+  for (const Named& v : length_views(s, l)) inputs.push_back(v);
+  check_no_overlap(kFn, {{"out", view_of(a.out, 1, l.total_q, s.heads_q, d)}, {"lse", view_of(a.lse, packed)}}, inputs);
+}
+
+void validate_backward_varlen_problem(const char* function, const ProblemShape& shape, const VarlenLengths& lengths,
+                                      const Options& options) {
+  validate_problem(function, shape, options);
+  check_varlen_lengths(function, shape, lengths);
+  if (schedule::is_wave_schedule(options.schedule))
+    fail(ErrorCode::kNotSupported, function, "options.schedule",
+         std::string("'") + std::string(to_string(options.schedule)) +
+             "' is a wave schedule, which a variable-length batch does not run (its waves would span sequences); "
+             "choose 'descending', 'fa3', 'auto' or, non-deterministic, 'atomic'");
+}
+
+void validate_backward_varlen(const VarlenBackwardArgs& a, std::size_t required_workspace_bytes) {
+  constexpr const char* kFn = "backward_varlen";
+  const ProblemShape& s = a.shape;
+  const VarlenLengths& l = a.lengths;
+  ProblemShape packed{1, l.total_q, l.total_k, s.heads_q, s.heads_kv, s.head_dim};
+  check_forward_tensors(kFn, packed, a.q, a.k, a.v, a.out, a.lse);
+  check_backward_outputs(kFn, packed, a.dout, a.dlse, a.dq, a.dk, a.dv, a.workspace, a.workspace_bytes,
+                         required_workspace_bytes, "backward_varlen_workspace_size");
+  std::vector<Named> inputs = backward_inputs(packed, a.q, a.k, a.v, a.out, a.dout, a.lse, a.dlse);
+  for (const Named& v : length_views(s, l)) inputs.push_back(v);
+  check_no_overlap(kFn, backward_outputs(packed, a.dq, a.dk, a.dv, a.workspace, a.workspace_bytes), inputs);
 }
 
 void validate_backward(const BackwardArgs& a, const Options& options, std::size_t required_workspace_bytes) {
@@ -223,32 +305,10 @@ void validate_backward(const BackwardArgs& a, const Options& options, std::size_
   validate_problem(kFn, a.shape, options);
   const ProblemShape& s = a.shape;
   check_forward_tensors(kFn, s, a.q, a.k, a.v, a.out, a.lse);
-  check_tensor(kFn, "dout", a.dout, s.batch, s.seqlen_q, s.heads_q);
-  if (a.dlse.data != nullptr) check_lse(kFn, "dlse", a.dlse, s);  // optional
-  check_tensor(kFn, "dq", a.dq, s.batch, s.seqlen_q, s.heads_q);
-  check_tensor(kFn, "dk", a.dk, s.batch, s.seqlen_k, s.heads_kv);
-  check_tensor(kFn, "dv", a.dv, s.batch, s.seqlen_k, s.heads_kv);
-  if (a.workspace_bytes < required_workspace_bytes)
-    fail(ErrorCode::kInvalidArgument, kFn, "workspace_bytes",
-         "expected >= backward_workspace_size() = " + str(required_workspace_bytes) + ", got " + str(a.workspace_bytes));
-  if (required_workspace_bytes > 0 && a.workspace == nullptr)
-    fail(ErrorCode::kInvalidArgument, kFn, "workspace", "expected a non-null device pointer");
-  if (reinterpret_cast<std::uintptr_t>(a.workspace) % 256 != 0)
-    fail(ErrorCode::kInvalidArgument, kFn, "workspace", "expected a 256-byte aligned pointer");
-  const int64_t d = s.head_dim;
-  const StridedView workspace{a.workspace, 1, 1, {static_cast<int64_t>(a.workspace_bytes)}, {1}};
-  check_no_overlap(kFn,
-                   {{"dq", view_of(a.dq, s.batch, s.seqlen_q, s.heads_q, d)},
-                    {"dk", view_of(a.dk, s.batch, s.seqlen_k, s.heads_kv, d)},
-                    {"dv", view_of(a.dv, s.batch, s.seqlen_k, s.heads_kv, d)},
-                    {"workspace", a.workspace_bytes > 0 ? workspace : StridedView{}}},
-                   {{"q", view_of(a.q, s.batch, s.seqlen_q, s.heads_q, d)},
-                    {"k", view_of(a.k, s.batch, s.seqlen_k, s.heads_kv, d)},
-                    {"v", view_of(a.v, s.batch, s.seqlen_k, s.heads_kv, d)},
-                    {"out", view_of(a.out, s.batch, s.seqlen_q, s.heads_q, d)},
-                    {"dout", view_of(a.dout, s.batch, s.seqlen_q, s.heads_q, d)},
-                    {"lse", view_of(a.lse, s)},
-                    {"dlse", a.dlse.data != nullptr ? view_of(a.dlse, s) : StridedView{}}});
+  check_backward_outputs(kFn, s, a.dout, a.dlse, a.dq, a.dk, a.dv, a.workspace, a.workspace_bytes,
+                         required_workspace_bytes, "backward_workspace_size");
+  check_no_overlap(kFn, backward_outputs(s, a.dq, a.dk, a.dv, a.workspace, a.workspace_bytes),
+                   backward_inputs(s, a.q, a.k, a.v, a.out, a.dout, a.lse, a.dlse));
 }
 
 bool runs_sm90_kernels(int major, int minor) { return major == 9 && minor == 0; }

@@ -12,6 +12,12 @@ namespace dash_attn::host {
 void validate_forward(const ForwardArgs& args, const Options& options);
 void validate_forward_varlen(const VarlenForwardArgs& args, const Options& options);
 void validate_backward(const BackwardArgs& args, const Options& options, std::size_t required_workspace_bytes);
+// After validate_backward_varlen_problem: the tensors, the workspace, no aliasing.
+void validate_backward_varlen(const VarlenBackwardArgs& args, std::size_t required_workspace_bytes);
+// The shape, lengths and option rules of a varlen backward (what its
+// workspace size needs); refuses the wave schedules by name.
+void validate_backward_varlen_problem(const char* function, const ProblemShape& shape, const VarlenLengths& lengths,
+                                      const Options& options);
 // The shape and option rules alone (what backward_workspace_size needs).
 void validate_problem(const char* function, const ProblemShape& shape, const Options& options);
 

@@ -41,7 +41,7 @@ TEST(BackwardPreprocess, MatchesHostComputationAndClearsAccumulators) {
   a.lse = LseView{lse.get(), s.heads_q * s.seqlen_q, s.seqlen_q};
   a.workspace = workspace.get();
   a.workspace_bytes = w.total_bytes;
-  sm90::launch_backward_preprocess(a, w, nullptr);
+  sm90::launch_backward_preprocess(a, w, host::backward_tile_problem(s, options), nullptr);
   DASH_TEST_CUDA(cudaDeviceSynchronize());
 
   const std::vector<char> bytes = workspace.download();

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "dash_attn/plan/accumulator_tiles.hpp"
 #include "dash_attn/schedule/tile_problem.hpp"
 #include "dash_attn/tile_config.hpp"
 #include "dash_attn/types.hpp"
@@ -18,16 +19,20 @@ struct WorkspaceSlice {
 
 struct BackwardWorkspace {
   TileShape tile;
-  int q_tiles = 0;   // per (batch, head)
-  int kv_tiles = 0;  // per (batch, head)
-  WorkspaceSlice dq_accum;     // fp32 (batch, heads_q, q_tiles * block_m, head_dim)
-  WorkspaceSlice lse_log2;     // fp32 (batch, heads_q, q_tiles * block_m)
-  WorkspaceSlice dpsum;        // fp32 (batch, heads_q, q_tiles * block_m): D = rowsum(dO * O)
-  WorkspaceSlice dq_counters;  // int32 per dQ tile (deterministic schedules only)
-  WorkspaceSlice dk_accum;     // fp32 (batch, heads_kv, kv_tiles * block_n, head_dim), GQA/MQA only
+  int q_tiles = 0;   // per (batch, head); varlen: of the longest sequence (max_seqlen_q)
+  int kv_tiles = 0;  // per (batch, head); varlen: of the longest sequence (max_seqlen_k)
+  AccumulatorTiles accum;  // where each (sequence, head)'s tiles are in the slices below
+  // Each slice holds one entry (a block_m x head_dim tile, block_m rows, one
+  // counter) per slot of accum: the slots of every head.
+  WorkspaceSlice dq_accum;     // fp32 dQ tiles (block_m x head_dim each, bwd_dq_layout.hpp)
+  WorkspaceSlice lse_log2;     // fp32 block_m rows per dQ slot
+  WorkspaceSlice dpsum;        // fp32 block_m rows per dQ slot: D = rowsum(dO * O)
+  WorkspaceSlice dq_counters;  // int32 per dQ slot (deterministic schedules only)
+  WorkspaceSlice dk_accum;     // fp32 (block_n x head_dim, row-major) per KV slot, GQA/MQA only
   WorkspaceSlice dv_accum;     // same as dk_accum
-  WorkspaceSlice dkv_counters; // int32 per KV tile, one for dK and one for dV (GQA/MQA, deterministic)
+  WorkspaceSlice dkv_counters; // int32 per KV slot, one for dK and one for dV (GQA/MQA, deterministic)
   WorkspaceSlice work_counter; // int32: the main kernel's next unclaimed chain
+  WorkspaceSlice unordered;    // varlen: int32 set by the preprocess when cu_seqlens are not monotone
   std::size_t total_bytes = 0;
 };
 
@@ -36,13 +41,21 @@ struct BackwardWorkspace {
 namespace dash_attn::host {
 
 plan::BackwardWorkspace plan_backward_workspace(const ProblemShape& shape, const Options& options);
+// shape as VarlenBackwardArgs has it (batch = sequences, seqlen = max_seqlen).
+plan::BackwardWorkspace plan_backward_varlen_workspace(const ProblemShape& shape, const VarlenLengths& lengths,
+                                                       const Options& options);
 
 // The backward problem in tiles, as the schedules and the kernel see it.
 schedule::TileProblem backward_tile_problem(const ProblemShape& shape, const Options& options);
+// A varlen batch's: the device arrays, the totals and max_seqlen as bounds.
+schedule::TileProblem backward_varlen_tile_problem(const ProblemShape& shape, const VarlenLengths& lengths,
+                                                   const Options& options);
 
 // The schedule a call runs: atomic unless deterministic, else the requested
 // kind resolved for the shape (auto, or shift/symmetric_shift by mask). A
 // pure function of shape and options, never of the device.
 ScheduleKind backward_schedule(const ProblemShape& shape, const Options& options);
+// A varlen batch's (validated: never a wave schedule): auto is descending.
+ScheduleKind backward_varlen_schedule(const Options& options);
 
 }  // namespace dash_attn::host

@@ -99,41 +99,24 @@ class Schedule {
     return total;
   }
 
+  // Items of sequence b (all its q-heads), for a varlen batch.
+  DASH_HOST_DEVICE int items_of_sequence(const TileProblem& p, int b) const {
+    return p.heads_q * items_per_head(p.head_tiles(b));
+  }
+
   // Decodes the claim index k in [0, total_items). O(1) for equal lengths,
-  // O(batch) for varlen (a kernel with long batches can pass a prefix array).
+  // O(batch) for varlen (the kernel finds the sequence with a prefix scan
+  // and calls work_item_of_sequence).
   DASH_HOST_DEVICE WorkItem work_item(const TileProblem& p, int k) const {
-    WorkItem item;
-    HeadTiles tiles = p.head_tiles(0);
-    int per_head = items_per_head(tiles);
-    int heads = p.batch * p.heads_q;  // heads in the span being decoded
-    int span_first_head = 0;          // global (sequence, q-head) index of its first head
-    if (p.is_varlen()) {
-      int b = 0;
-      while (k >= p.heads_q * per_head) {
-        k -= p.heads_q * per_head;
-        tiles = p.head_tiles(++b);
-        per_head = items_per_head(tiles);
-      }
-      heads = p.heads_q;
-      span_first_head = b * p.heads_q;
-    }
-    const int group = k / (interleaved_heads_ * per_head);
-    const int first_head = group * interleaved_heads_;
-    const int rest = heads - first_head;
-    const int heads_in_group = rest < interleaved_heads_ ? rest : interleaved_heads_;
-    k -= group * interleaved_heads_ * per_head;
-    const int head = span_first_head + first_head + k % heads_in_group;
-    item.batch = head / p.heads_q;
-    item.head_q = head % p.heads_q;
-    item.head_kv = item.head_q / p.group_size();
-    item.index_in_head = k / heads_in_group;
-    item.tiles = tiles;
-    const int index = item.index_in_head;
-    item.num_chains = visit_schedule(kind_, [&](auto s) { return s.chains_in_item(tiles, index); });
-    // Constant indices keep the item in registers (a run-time index sends it to local memory).
-    item.kv[0] = visit_schedule(kind_, [&](auto s) { return s.item_chain(tiles, index, 0); });
-    if (item.num_chains > 1) item.kv[1] = visit_schedule(kind_, [&](auto s) { return s.item_chain(tiles, index, 1); });
-    return item;
+    if (!p.is_varlen()) return decode(p, p.head_tiles(0), p.batch * p.heads_q, 0, k);
+    int b = 0;
+    while (k >= items_of_sequence(p, b)) k -= items_of_sequence(p, b++);
+    return work_item_of_sequence(p, b, k);
+  }
+
+  // Item k of sequence b's items (0 <= k < items_of_sequence(p, b)).
+  DASH_HOST_DEVICE WorkItem work_item_of_sequence(const TileProblem& p, int b, int k) const {
+    return decode(p, p.head_tiles(b), p.heads_q, b * p.heads_q, k);
   }
 
   DASH_HOST_DEVICE ChainCursor chain(const HeadTiles& t, int kv) const { return ChainCursor(kind_, t, kv); }
@@ -174,6 +157,31 @@ class Schedule {
   }
 
  private:
+  // Item k of a span of `heads` consecutive (sequence, q-head) pairs that
+  // share `tiles`, the first of which is the global pair span_first_head.
+  DASH_HOST_DEVICE WorkItem decode(const TileProblem& p, const HeadTiles& tiles, int heads, int span_first_head,
+                                   int k) const {
+    WorkItem item;
+    const int per_head = items_per_head(tiles);
+    const int group = k / (interleaved_heads_ * per_head);
+    const int first_head = group * interleaved_heads_;
+    const int rest = heads - first_head;
+    const int heads_in_group = rest < interleaved_heads_ ? rest : interleaved_heads_;
+    k -= group * interleaved_heads_ * per_head;
+    const int head = span_first_head + first_head + k % heads_in_group;
+    item.batch = head / p.heads_q;
+    item.head_q = head % p.heads_q;
+    item.head_kv = item.head_q / p.group_size();
+    item.index_in_head = k / heads_in_group;
+    item.tiles = tiles;
+    const int index = item.index_in_head;
+    item.num_chains = visit_schedule(kind_, [&](auto s) { return s.chains_in_item(tiles, index); });
+    // Constant indices keep the item in registers (a run-time index sends it to local memory).
+    item.kv[0] = visit_schedule(kind_, [&](auto s) { return s.item_chain(tiles, index, 0); });
+    if (item.num_chains > 1) item.kv[1] = visit_schedule(kind_, [&](auto s) { return s.item_chain(tiles, index, 1); });
+    return item;
+  }
+
   ScheduleKind kind_;
   int interleaved_heads_;
 };

@@ -20,6 +20,7 @@
 
 #include "dash_attn/host_device.hpp"
 #include "dash_attn/mask/mask_geometry.hpp"
+#include "dash_attn/schedule/sequence_rows.hpp"
 #include "dash_attn/tile_config.hpp"
 
 namespace dash_attn::schedule {
@@ -49,21 +50,9 @@ struct VarlenForwardTiles {
   const int32_t* seqused_q = nullptr;  // optional
   const int32_t* seqused_k = nullptr;
 
-  // Rows [begin, begin + length) of a sequence, clamped into [0, total): a
-  // non-monotone array or one past the tensor gives empty or shortened
-  // sequences, never rows outside the tensor.
-  struct Rows {
-    int begin, length;
-  };
-  DASH_HOST_DEVICE static Rows rows(const int32_t* cu_seqlens, const int32_t* seqused, int total, int s) {
-    const int begin = mask::clamp_int(cu_seqlens[s], 0, total);
-    const int end = mask::clamp_int(cu_seqlens[s + 1], begin, total);
-    int length = end - begin;
-    if (seqused != nullptr) length = mask::clamp_int(seqused[s], 0, length);
-    return Rows{begin, length};
-  }
-  DASH_HOST_DEVICE Rows rows_q(int s) const { return rows(cu_seqlens_q, seqused_q, total_q, s); }
-  DASH_HOST_DEVICE Rows rows_k(int s) const { return rows(cu_seqlens_k, seqused_k, total_k, s); }
+  // Rows of sequence s in the packed tensors (clamped: sequence_rows.hpp).
+  DASH_HOST_DEVICE SequenceRows rows_q(int s) const { return sequence_rows(cu_seqlens_q, seqused_q, total_q, s); }
+  DASH_HOST_DEVICE SequenceRows rows_k(int s) const { return sequence_rows(cu_seqlens_k, seqused_k, total_k, s); }
 
   DASH_HOST_DEVICE int m_blocks(int seqlen_q) const { return (seqlen_q + tile.block_m - 1) / tile.block_m; }
   // Query tiles of sequence s; 0 when it has no query rows. (A sequence with
@@ -72,7 +61,7 @@ struct VarlenForwardTiles {
 
   // Tile `local` of sequence s (0 <= local < tiles_of(s)).
   DASH_HOST_DEVICE VarlenForwardWork work(int s, int local) const {
-    const Rows q = rows_q(s), k = rows_k(s);
+    const SequenceRows q = rows_q(s), k = rows_k(s);
     return VarlenForwardWork{m_blocks(q.length) - 1 - local / heads, local % heads, s, q.begin, k.begin, q.length,
                              k.length};
   }

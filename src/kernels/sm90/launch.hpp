@@ -42,10 +42,13 @@ void run_forward_varlen(const VarlenForwardArgs& args, float softmax_scale, cons
 int* forward_tile_counter(cudaStream_t stream);
 
 // D = rowsum(dO * O) - dlse, LSE in log2 units, zero dQ accumulator and counters.
-void launch_backward_preprocess(const BackwardArgs& args, const plan::BackwardWorkspace& workspace, cudaStream_t stream);
+// `problem` gives each sequence's rows (a varlen batch's BackwardArgs view
+// the packed tensors with batch_stride 0; backward_varlen in dispatch/api.cpp).
+void launch_backward_preprocess(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
+                                const schedule::TileProblem& problem, cudaStream_t stream);
 
 // dQ = scale * accumulator in the output dtype; for GQA/MQA also dK, dV from their accumulators.
 void launch_backward_postprocess(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
-                                 float softmax_scale, cudaStream_t stream);
+                                 const schedule::TileProblem& problem, float softmax_scale, cudaStream_t stream);
 
 }  // namespace dash_attn::sm90

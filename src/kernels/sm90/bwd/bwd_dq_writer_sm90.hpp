@@ -39,6 +39,7 @@ struct DqWriter {
   __device__ void run() {
     // The stage starts empty (kDqInQStage: the producer owns it first).
     if constexpr (!Traits::kDqInQStage) release_stage(own_stage);
+    const bool ordered = params.trusts_ranks();
     for (uint32_t use = 0;; ++use) {
       const int slot = use & 1;
       cutlass::arch::ClusterBarrier::wait(&smem.dq_task_full[own_stage][slot], (use >> 1) & 1);
@@ -46,7 +47,8 @@ struct DqWriter {
       cutlass::arch::ClusterBarrier::arrive(&smem.dq_task_empty[own_stage][slot]);
       if (task.done()) break;
       float* tile = params.dq_accum + static_cast<int64_t>(task.tile) * Traits::kDqTileFloats;
-      const int rank = params.schedule.rank(params.problem.head_tiles(task.batch), task.kv, task.q_tile);
+      const int rank =
+          ordered ? params.schedule.rank(params.problem.head_tiles(task.batch), task.kv, task.q_tile) : schedule::kUnordered;
       int* counter = rank != schedule::kUnordered ? params.dq_counters + task.tile : nullptr;
       // Acquire before the tile is ready: the wait for the previous rank then
       // overlaps the MMA warpgroups' work on this tile instead of following it.

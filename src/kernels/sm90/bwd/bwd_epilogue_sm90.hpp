@@ -6,7 +6,8 @@
 // where the accumulator layout would scatter 16-byte pieces over 8 rows. For
 // GQA/MQA added into the fp32 accumulators of the kv-head, in ascending q-head
 // order when deterministic (separate dK and dV counters so one q-head adds dK
-// while the next adds dV).
+// while the next adds dV). Varlen MHA writes rows with plain stores (a TMA
+// store of the tile would run past the sequence into its neighbour's rows).
 #pragma once
 
 #include "bwd_params_sm90.hpp"
@@ -48,6 +49,17 @@ struct BwdEpilogue {
         // thread just read.
         fence_proxy_async_shared();
         cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
+      } else if (params.varlen) {
+        // One tile at a time through the staging buffer; the last sync lets
+        // the next chain's dS stores reuse it.
+        stage(dk, staging);
+        sync();
+        write_rows(work, staging, params.dk, params.dk_strides);
+        sync();
+        stage(dv, staging);
+        sync();
+        write_rows(work, staging, params.dv, params.dv_strides);
+        sync();
       } else if constexpr (Traits::kDkvInOneDsStage) {
         // The previous chain's stores read the other dS stage; after the next
         // barrier every thread may reuse it.
@@ -73,9 +85,8 @@ struct BwdEpilogue {
     typename Traits::TiledMmaDkv mma_dkv;
     Tensor coord = mma_dkv.get_thread_slice(thread).partition_C(
         make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-    const int64_t tile =
-        (static_cast<int64_t>(work.batch) * params.problem.heads_kv + work.head_kv) * work.tiles.kv_tiles() + work.kv;
-    const int rank = params.schedule.dkv_rank(params.problem, work.head_q);
+    const int64_t tile = params.accum.first_kv_tile(params.problem, work.batch, work.head_kv) + work.kv;
+    const int rank = params.trusts_ranks() ? params.schedule.dkv_rank(params.problem, work.head_q) : schedule::kUnordered;
     accumulate(dv, coord, params.dv_accum + tile * kBlockN * kHeadDim, params.dv_counters, tile, rank);
     accumulate(dk, coord, params.dk_accum + tile * kBlockN * kHeadDim, params.dk_counters, tile, rank);
   }
@@ -109,7 +120,7 @@ struct BwdEpilogue {
   }
 
   // The staged (kBlockN x kHeadDim) tile to rows [kv * kBlockN, ...) of the
-  // (MHA) head; TMA drops the rows past seqlen_k.
+  // (MHA) head; TMA drops the rows past seqlen_k (equal lengths only).
   template <class TmaStore>
   __device__ void tma_store_tile(const TmaStore& tma, Element* buffer, const ChainWork& work) const {
     const schedule::TileProblem& p = params.problem;
@@ -127,14 +138,15 @@ struct BwdEpilogue {
     constexpr int kChunksPerRow = kHeadDim / 8;
     constexpr int kRows = kBlockN / Traits::kMmaWarpgroups;
     Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
-    Element* base = out + work.batch * strides[0] + work.head_q * strides[2];
+    Element* base = out + work.batch * strides[0] + static_cast<int64_t>(params.first_row_k(work.batch)) * strides[1] +
+                    work.head_q * strides[2];
     const int first_row = thread / 128 * kRows;
     CUTE_UNROLL
     for (int i = thread % 128; i < kRows * kChunksPerRow; i += 128) {
       const int row = first_row + i / kChunksPerRow, col = i % kChunksPerRow * 8;
       const int key = work.kv * kBlockN + row;
       if (key < work.tiles.seqlen_k)
-        *reinterpret_cast<uint4*>(base + key * strides[1] + col) = *reinterpret_cast<const uint4*>(&s_tile(row, col));
+        *reinterpret_cast<uint4*>(base + static_cast<int64_t>(key) * strides[1] + col) = *reinterpret_cast<const uint4*>(&s_tile(row, col));
     }
   }
 

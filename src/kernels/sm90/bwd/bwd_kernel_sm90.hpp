@@ -68,7 +68,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
 
   if (role != Role::kMma) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
-    if (role == Role::kProducer && threadIdx.x == 0) BwdProducer<Traits>{params, smem}.run();
+    if (role == Role::kProducer) {
+      if (params.varlen)
+        BwdProducer<Traits>{params, smem}.run_varlen();
+      else if (threadIdx.x == 0)
+        BwdProducer<Traits>{params, smem}.run();
+    }
     if (role == Role::kDqWriter) DqWriter<Traits>{params, smem, static_cast<int>(threadIdx.x % 32), warp - 1}.run();
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kMmaRegisters>();
@@ -84,7 +89,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
       const ChainWork work = smem.chains[chain_slot.index()];
       if (work.done()) break;
       mainloop.run_chain(work, kv_phase, dk, dv);
-      epilogue.store(work, dk, dv, mainloop.dkv_staging(params.dk_accum == nullptr));
+      epilogue.store(work, dk, dv, mainloop.dkv_staging(params.dk_accum == nullptr && !params.varlen));
       // Every thread read the slot: each releases it (as for the Q stages).
       cutlass::arch::ClusterBarrier::arrive(&smem.chain_empty[chain_slot.index()]);
       ++chain_slot;

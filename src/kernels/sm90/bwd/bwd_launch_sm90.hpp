@@ -35,18 +35,19 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
   auto at = [&](const plan::WorkspaceSlice& slice) { return slice.bytes ? base + slice.offset : nullptr; };
 
   BwdParams<Traits> p;
-  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.q, s.batch, s.seqlen_q, s.heads_q),
-                          typename Traits::SmemLayoutQStage{});
-  p.tma_dout = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.dout, s.batch, s.seqlen_q, s.heads_q),
-                             typename Traits::SmemLayoutQStage{});
-  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.k, s.batch, s.seqlen_k, s.heads_kv),
-                          typename Traits::SmemLayoutK{});
-  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, gmem_tensor<Traits>(a.v, s.batch, s.seqlen_k, s.heads_kv),
-                          typename Traits::SmemLayoutK{});
-  p.tma_dk = make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Traits>(a.dk, s.batch, s.seqlen_k, s.heads_kv),
-                           typename Traits::SmemLayoutK{});
-  p.tma_dv = make_tma_copy(SM90_TMA_STORE{}, gmem_tensor<Traits>(a.dv, s.batch, s.seqlen_k, s.heads_kv),
-                           typename Traits::SmemLayoutK{});
+  // Varlen: the packed tensors as one sequence of total rows.
+  const bool varlen = c.problem.is_varlen();
+  const int64_t batches = varlen ? 1 : s.batch;
+  const int64_t rows_q = varlen ? c.problem.total_q : s.seqlen_q;
+  const int64_t rows_k = varlen ? c.problem.total_k : s.seqlen_k;
+  auto q_side = [&](const TensorView& t) { return gmem_tensor<Traits>(t, batches, rows_q, s.heads_q); };
+  auto k_side = [&](const TensorView& t) { return gmem_tensor<Traits>(t, batches, rows_k, s.heads_kv); };
+  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, q_side(a.q), typename Traits::SmemLayoutQStage{});
+  p.tma_dout = make_tma_copy(SM90_TMA_LOAD{}, q_side(a.dout), typename Traits::SmemLayoutQStage{});
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, k_side(a.k), typename Traits::SmemLayoutK{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, k_side(a.v), typename Traits::SmemLayoutK{});
+  p.tma_dk = make_tma_copy(SM90_TMA_STORE{}, k_side(a.dk), typename Traits::SmemLayoutK{});
+  p.tma_dv = make_tma_copy(SM90_TMA_STORE{}, k_side(a.dv), typename Traits::SmemLayoutK{});
   check_tma_descriptor(p.tma_q, "backward", "q");
   check_tma_descriptor(p.tma_dout, "backward", "dout");
   check_tma_descriptor(p.tma_k, "backward", "k");
@@ -55,7 +56,10 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
   check_tma_descriptor(p.tma_dv, "backward", "dv");
   p.schedule = c.schedule;
   p.problem = c.problem;
-  p.total_items = p.schedule.total_items(c.problem);
+  p.varlen = varlen;
+  // Varlen lengths live on the device: the producer's scan finds the end.
+  p.total_items = varlen ? 0 : p.schedule.total_items(c.problem);
+  p.accum = w.accum;
   p.softmax_scale = c.softmax_scale;
   p.scale_log2 = c.softmax_scale * static_cast<float>(M_LOG2E);
   p.lse_log2 = reinterpret_cast<const float*>(at(w.lse_log2));
@@ -74,7 +78,9 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
   const int64_t dv_strides[3] = {a.dv.batch_stride, a.dv.seq_stride, a.dv.head_stride};
   for (int i = 0; i < 3; ++i) p.dk_strides[i] = dk_strides[i], p.dv_strides[i] = dv_strides[i];
   p.work_counter = reinterpret_cast<int*>(at(w.work_counter));
-  p.claim_ahead = p.schedule.required_coresidency(c.problem) <= 1;
+  p.unordered = reinterpret_cast<const int*>(at(w.unordered));
+  // (Varlen runs no wave schedule; its lengths are not on the host anyway.)
+  p.claim_ahead = varlen || p.schedule.required_coresidency(c.problem) <= 1;
 
   constexpr auto kernel = &bwd_main_kernel<Traits>;
   allow_dynamic_shared_memory<kernel>(Traits::kSmemBytes);

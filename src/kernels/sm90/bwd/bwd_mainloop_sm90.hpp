@@ -171,7 +171,7 @@ struct BwdMainloop {
   }
 
   // Where the epilogue stages an MHA chain's dK and dV when TMA stores them
-  // (stored_async: dK/dV are MHA's, not added into accumulators): hdim 64 in
+  // (stored_async: TMA stores them, MHA at equal lengths): hdim 64 in
   // the dS stage of the chain's last step, hdim 128 over both dS stages.
   __device__ Element* dkv_staging(bool stored_async) {
     if constexpr (Traits::kDkvInOneDsStage) {

@@ -6,6 +6,7 @@
 
 #include "bwd_dq_layout.hpp"
 #include "bwd_traits_sm90.hpp"
+#include "dash_attn/plan/accumulator_tiles.hpp"
 #include "dash_attn/schedule/schedule.hpp"
 
 namespace dash_attn::sm90::bwd {
@@ -26,17 +27,21 @@ struct BwdParams {
   // The schedule object the DAG model runs too: claim order, Q-tile order, ranks.
   schedule::Schedule schedule{ScheduleKind::kAtomic};
   schedule::TileProblem problem;
+  // Varlen: the TMA tensors are the packed (total, head_dim, heads, 1) ones,
+  // each chain offset by its sequence's first row; the producer finds the
+  // items' sequences with a scan (no total_items: the host has no lengths).
+  bool varlen = false;
   int total_items = 0;
   float scale_log2 = 0.f;      // softmax_scale * log2(e): P = exp2(S * scale_log2 - lse_log2)
   float softmax_scale = 0.f;   // applied to dK here, to dQ in the postprocess
 
-  // Workspace, rows padded to q_tiles * kBlockM per (batch, q-head).
+  // Workspace: where each (sequence, head)'s tiles are (accumulator_tiles.hpp).
+  plan::AccumulatorTiles accum;
   const float* lse_log2 = nullptr;
   const float* dpsum = nullptr;
-  float* dq_accum = nullptr;     // one contiguous kBlockM x d tile per (batch, head, q tile), see dq_offset()
-  int* dq_counters = nullptr;    // per (batch, head, q tile)
-  // GQA/MQA: fp32 (batch, heads_kv, kv_tiles * kBlockN, d) row-major, and
-  // counters per (batch, kv-head, kv tile); null for MHA.
+  float* dq_accum = nullptr;     // one contiguous kBlockM x d tile per slot, see dq_offset()
+  int* dq_counters = nullptr;    // per slot
+  // GQA/MQA: one fp32 kBlockN x d row-major tile and counter per KV slot; null for MHA.
   float* dk_accum = nullptr;
   float* dv_accum = nullptr;
   int* dk_counters = nullptr;
@@ -47,9 +52,22 @@ struct BwdParams {
   int64_t dk_strides[3] = {};  // batch, seq, head (elements)
   int64_t dv_strides[3] = {};
   int* work_counter = nullptr;   // next unclaimed work index, zeroed before the launch
+  // Varlen: nonzero when the preprocess found cu_seqlens not ascending
+  // (workspace slots may collide): no add waits for a rank then.
+  const int* unordered = nullptr;
   // The producer may claim an item while the CTA still works on the previous
   // one: true when every wait targets an earlier claim (not for wave schedules).
   bool claim_ahead = true;
+
+  // Whether ordered adds may wait for their ranks (not with untrusted varlen lengths).
+  __device__ bool trusts_ranks() const { return unordered == nullptr || *unordered == 0; }
+  // A sequence's first row in the packed tensors, and the batch index of the TMA tensors.
+  __device__ int first_row_q(int batch) const { return varlen ? problem.rows_q(batch).begin : 0; }
+  __device__ int first_row_k(int batch) const { return varlen ? problem.rows_k(batch).begin : 0; }
+  __device__ int tma_batch(int batch) const { return varlen ? 0 : batch; }
+  __device__ int tma_rows_q() const { return varlen ? problem.total_q : problem.seqlen_q; }
+  __device__ int tma_rows_k() const { return varlen ? problem.total_k : problem.seqlen_k; }
+  __device__ int tma_batches() const { return varlen ? 1 : problem.batch; }
 };
 
 }  // namespace dash_attn::sm90::bwd

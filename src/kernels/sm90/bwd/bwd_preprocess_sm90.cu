@@ -1,4 +1,6 @@
-// Backward preprocess: one CTA per (q tile, head, batch).
+// Backward preprocess: one CTA per (q tile, head, sequence); for a varlen
+// batch the grid covers the longest sequence's tiles and the CTAs past a
+// sequence's own return at once.
 //  - D = rowsum(dO * O) in fp32 (the softmax-gradient correction term), less
 //    the optional lse gradient: lse's derivative by a score is its P, so dS
 //    gains P * dlse, i.e. D - dlse in dS = P * (dP - D);
@@ -6,7 +8,10 @@
 //    rows with LSE = -inf (fully masked) and padding rows beyond seqlen_q get
 //    +inf, which makes every P of that row exactly 0;
 //  - the fp32 dQ accumulator of the tile and its reduction counter zeroed, so
-//    every call starts from the same state whatever earlier calls left.
+//    every call starts from the same state whatever earlier calls left;
+//  - varlen: whether the sequences' rows ascend, which keeps their workspace
+//    tiles apart (accumulator_tiles.hpp); when they do not, the flag tells
+//    the main kernel not to order its adds (it could wait forever).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -34,8 +39,17 @@ struct PreprocessParams {
   float* dpsum;
   float* dq_accum;
   int32_t* dq_counters;  // null for the atomic schedule
-  int seqlen_q, heads_q, head_dim, block_m, q_tiles;
+  int32_t* unordered;    // varlen: set to 1 when cu_seqlens do not ascend; null otherwise
+  schedule::TileProblem problem;  // each sequence's rows
+  plan::AccumulatorTiles accum;   // each (sequence, head)'s workspace tiles
+  int head_dim, block_m;
+  int first_sequence;             // of this launch (grid.z holds at most 65535)
 };
+
+// Sequence s's rows begin no earlier than sequence s - 1's (clamped as the kernels read them).
+__device__ bool ascends(const int32_t* cu_seqlens, int total, int s) {
+  return mask::clamp_int(cu_seqlens[s + 1], 0, total) >= mask::clamp_int(cu_seqlens[s], 0, total);
+}
 
 template <class Element>
 __device__ float dot_chunk(const Element* a, const Element* b) {
@@ -55,44 +69,52 @@ __device__ float dot_chunk(const Element* a, const Element* b) {
 // issue their loads before the first shuffle reduction waits on them.
 template <class Element>
 __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessParams p) {
-  const int tile = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
-  const int64_t bh = static_cast<int64_t>(batch) * p.heads_q + head;
-  const int64_t padded_rows = static_cast<int64_t>(p.q_tiles) * p.block_m;
+  const int tile = blockIdx.x, head = blockIdx.y, batch = blockIdx.z + p.first_sequence;
+  const schedule::TileProblem& problem = p.problem;
+  if (p.unordered != nullptr && tile == 0 && head == 0 && threadIdx.x == 0 &&
+      !(ascends(problem.cu_seqlens_q, problem.total_q, batch) && ascends(problem.cu_seqlens_k, problem.total_k, batch)))
+    atomicOr(p.unordered, 1);
+  const schedule::SequenceRows rows = problem.rows_q(batch);
+  if (tile * p.block_m >= rows.length) return;
+  const int64_t slot = p.accum.first_q_tile(problem, batch, head) + tile;
   const int lanes_per_row = p.head_dim / kVectorElems;
   const int chunk = threadIdx.x % lanes_per_row;
   const int rows_per_pass = kThreads / lanes_per_row;
 #pragma unroll 4
   for (int local = threadIdx.x / lanes_per_row; local < p.block_m; local += rows_per_pass) {
     const int row = tile * p.block_m + local;
+    const int64_t packed_row = rows.begin + row;
     float d = 0.0f;
     float lse_log2 = INFINITY;
-    if (row < p.seqlen_q) {
-      const auto* o = static_cast<const Element*>(p.out) + batch * p.out_strides[0] + row * p.out_strides[1] +
+    if (row < rows.length) {
+      const auto* o = static_cast<const Element*>(p.out) + batch * p.out_strides[0] + packed_row * p.out_strides[1] +
                       head * p.out_strides[2];
       const auto* dout = static_cast<const Element*>(p.dout) + batch * p.dout_strides[0] +
-                         row * p.dout_strides[1] + head * p.dout_strides[2];
+                         packed_row * p.dout_strides[1] + head * p.dout_strides[2];
       d = dot_chunk(o + chunk * kVectorElems, dout + chunk * kVectorElems);
-      const float lse = p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride + row];
+      const float lse = p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride + packed_row];
       if (lse != -INFINITY) lse_log2 = lse * static_cast<float>(M_LOG2E);
     }
     // The row's lanes are an aligned group of the warp: xor offsets below the
-    // group size stay inside it (rows past seqlen_q contribute 0 in step).
+    // group size stay inside it (rows past the sequence contribute 0 in step).
     for (int offset = lanes_per_row / 2; offset > 0; offset /= 2) d += __shfl_xor_sync(0xffffffffu, d, offset);
     if (chunk == 0) {
-      if (p.dlse != nullptr && row < p.seqlen_q) d -= p.dlse[batch * p.dlse_batch_stride + head * p.dlse_head_stride + row];
-      p.dpsum[bh * padded_rows + row] = d;
-      p.lse_log2[bh * padded_rows + row] = lse_log2;
+      if (p.dlse != nullptr && row < rows.length)
+        d -= p.dlse[batch * p.dlse_batch_stride + head * p.dlse_head_stride + packed_row];
+      p.dpsum[slot * p.block_m + local] = d;
+      p.lse_log2[slot * p.block_m + local] = lse_log2;
     }
   }
-  float4* accum = reinterpret_cast<float4*>(p.dq_accum + (bh * padded_rows + static_cast<int64_t>(tile) * p.block_m) * p.head_dim);
+  float4* accum = reinterpret_cast<float4*>(p.dq_accum + slot * p.block_m * p.head_dim);
   const int accum_vectors = p.block_m * p.head_dim / 4;
   for (int i = threadIdx.x; i < accum_vectors; i += kThreads) accum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (p.dq_counters != nullptr && threadIdx.x == 0) p.dq_counters[bh * p.q_tiles + tile] = 0;
+  if (p.dq_counters != nullptr && threadIdx.x == 0) p.dq_counters[slot] = 0;
 }
 
 }  // namespace
 
-void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorkspace& w, cudaStream_t stream) {
+void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorkspace& w,
+                                const schedule::TileProblem& problem, cudaStream_t stream) {
   auto* base = static_cast<char*>(a.workspace);
   PreprocessParams p{};
   p.out = a.out.data;
@@ -109,25 +131,19 @@ void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorks
   p.dpsum = reinterpret_cast<float*>(base + w.dpsum.offset);
   p.dq_accum = reinterpret_cast<float*>(base + w.dq_accum.offset);
   p.dq_counters = w.dq_counters.bytes ? reinterpret_cast<int32_t*>(base + w.dq_counters.offset) : nullptr;
-  p.seqlen_q = static_cast<int>(a.shape.seqlen_q);
-  p.heads_q = static_cast<int>(a.shape.heads_q);
+  p.unordered = w.unordered.bytes ? reinterpret_cast<int32_t*>(base + w.unordered.offset) : nullptr;
+  p.problem = problem;
+  p.accum = w.accum;
   p.head_dim = static_cast<int>(a.shape.head_dim);
   p.block_m = w.tile.block_m;
-  p.q_tiles = w.q_tiles;
-  // Batch goes in grid.z (limit 65535); larger batches are split into launches.
+  if (p.unordered != nullptr) DASH_CUDA_CHECK(cudaMemsetAsync(p.unordered, 0, sizeof(int32_t), stream));
+  // Sequences go in grid.z (limit 65535); larger batches are split into launches.
   constexpr int64_t kMaxGridZ = 65535;
   for (int64_t first = 0; first < a.shape.batch; first += kMaxGridZ) {
     PreprocessParams chunk = p;
-    const int64_t rows_before = first * a.shape.heads_q * w.q_tiles * w.tile.block_m;
-    chunk.out = static_cast<const char*>(p.out) + first * a.out.batch_stride * 2;
-    chunk.dout = static_cast<const char*>(p.dout) + first * a.dout.batch_stride * 2;
-    chunk.lse = p.lse + first * a.lse.batch_stride;
-    if (chunk.dlse) chunk.dlse = p.dlse + first * a.dlse.batch_stride;
-    chunk.lse_log2 = p.lse_log2 + rows_before;
-    chunk.dpsum = p.dpsum + rows_before;
-    chunk.dq_accum = p.dq_accum + rows_before * a.shape.head_dim;
-    if (chunk.dq_counters) chunk.dq_counters = p.dq_counters + first * a.shape.heads_q * w.q_tiles;
-    const dim3 grid(w.q_tiles, p.heads_q, static_cast<unsigned>(std::min(kMaxGridZ, a.shape.batch - first)));
+    chunk.first_sequence = static_cast<int>(first);
+    const dim3 grid(w.q_tiles, static_cast<unsigned>(a.shape.heads_q),
+                    static_cast<unsigned>(std::min(kMaxGridZ, a.shape.batch - first)));
     if (a.dtype == DType::kBF16)
       bwd_preprocess_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(chunk);
     else

@@ -14,9 +14,14 @@
 // on later wave members, which an early claim could hold back behind a chain
 // that waits for them; for them the producer claims only once its CTA has
 // finished everything claimed before (params.claim_ahead == false).
+//
+// Varlen: the whole producer warp takes each claim to find its sequence (a
+// shuffle scan over the sequences' item counts, sequence_scan_sm90.hpp);
+// lane 0 alone loads and publishes, as for equal lengths.
 #pragma once
 
 #include "bwd_mainloop_sm90.hpp"
+#include "kernels/sm90/common/sequence_scan_sm90.hpp"
 
 namespace dash_attn::sm90::bwd {
 
@@ -40,33 +45,68 @@ struct BwdProducer {
       const int index = atomicAdd(params.work_counter, 1);
       if (index >= params.total_items) break;
       const schedule::WorkItem item = params.schedule.work_item(params.problem, index);
-      // Constant indices into item.kv keep the item in registers.
-      run_chain(ChainWork{item.batch, item.head_q, item.head_kv, item.kv[0], item.tiles});
-      if (item.num_chains > 1) run_chain(ChainWork{item.batch, item.head_q, item.head_kv, item.kv[1], item.tiles});
+      run_item(item);
     }
-    ChainWork done{};
-    done.kv = -1;
-    publish_chain(done);
-    // Each dQ writer takes one more task from its stage: the stop.
-    for (int s = 0; s < Traits::kStages; ++s) publish_task(DqTask{-1, 0, 0, 0});
+    stop();
+  }
+
+  // Varlen (all 32 lanes of the warp): claims until the scan finds no item.
+  // Only atomic, fa3 and descending run varlen: the claims run ahead.
+  __device__ void run_varlen() {
+    const schedule::TileProblem& p = params.problem;
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    SequenceCursor cursor;
+    for (;;) {
+      int index = 0;
+      if (lane == 0) index = atomicAdd(params.work_counter, 1);
+      index = __shfl_sync(0xffffffffu, index, 0);
+      const SequenceIndex at =
+          find_sequence(p.batch, [&](int s) { return params.schedule.items_of_sequence(p, s); }, cursor, index);
+      if (at.sequence >= p.batch) break;
+      if (lane == 0) run_item(params.schedule.work_item_of_sequence(p, at.sequence, at.local));
+      __syncwarp();
+    }
+    if (lane == 0) stop();
+    __syncwarp();
   }
 
  private:
+  __device__ void run_item(const schedule::WorkItem& item) {
+    // Constant indices into item.kv keep the item in registers.
+    run_chain(ChainWork{item.batch, item.head_q, item.head_kv, item.kv[0], item.tiles});
+    if (item.num_chains > 1) run_chain(ChainWork{item.batch, item.head_q, item.head_kv, item.kv[1], item.tiles});
+  }
+
+  // Everything is claimed: the MMA warpgroups and each dQ writer (one more
+  // task from its stage) stop.
+  __device__ void stop() {
+    ChainWork done{};
+    done.kv = -1;
+    publish_chain(done);
+    for (int s = 0; s < Traits::kStages; ++s) publish_task(DqTask{-1, 0, 0, 0});
+  }
+
   __device__ void run_chain(const ChainWork& work) {
     publish_chain(work);
     const schedule::TileProblem& p = params.problem;
-    Tensor m_q = params.tma_q.get_tma_tensor(make_shape(p.seqlen_q, Int<kHeadDim>{}, p.heads_q, p.batch));
-    Tensor m_do = params.tma_dout.get_tma_tensor(make_shape(p.seqlen_q, Int<kHeadDim>{}, p.heads_q, p.batch));
+    const auto q_shape = make_shape(params.tma_rows_q(), Int<kHeadDim>{}, p.heads_q, params.tma_batches());
+    Tensor m_q = params.tma_q.get_tma_tensor(q_shape);
+    Tensor m_do = params.tma_dout.get_tma_tensor(q_shape);
     auto q_tiler = Shape<Int<kBlockM>, Int<kHeadDim>>{};
-    Tensor g_q = local_tile(m_q(_, _, work.head_q, work.batch), q_tiler, make_coord(_, _0{}));
-    Tensor g_do = local_tile(m_do(_, _, work.head_q, work.batch), q_tiler, make_coord(_, _0{}));
+    const auto rows = make_coord(params.first_row_q(work.batch), 0);
+    const int tma_batch = params.tma_batch(work.batch);
+    Tensor g_q = local_tile(domain_offset(rows, m_q(_, _, work.head_q, tma_batch)), q_tiler, make_coord(_, _0{}));
+    Tensor g_do = local_tile(domain_offset(rows, m_do(_, _, work.head_q, tma_batch)), q_tiler, make_coord(_, _0{}));
     Tensor s_q = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});
     Tensor s_do = make_tensor(make_smem_ptr(smem.dout), typename Traits::SmemLayoutQ{});
     auto [tma_g_q, tma_s_q] = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_q), group_modes<0, 2>(g_q));
     auto [tma_g_do, tma_s_do] = tma_partition(params.tma_dout, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_do), group_modes<0, 2>(g_do));
 
     using Barrier = cutlass::arch::ClusterTransactionBarrier;
-    const int64_t head_tiles = (static_cast<int64_t>(work.batch) * p.heads_q + work.head_q) * work.tiles.q_tiles();
+    const int64_t head_tiles = params.accum.first_q_tile(p, work.batch, work.head_q);
+    // A chain without Q tiles (a varlen sequence with keys but no queries)
+    // still loads K and V: the MMA warpgroups wait for them, then store dK = dV = 0.
+    if (!params.schedule.chain(work.tiles, work.kv).valid()) load_kv(work);
     for (auto cursor = params.schedule.chain(work.tiles, work.kv); cursor.valid(); cursor.advance()) {
       const int q_tile = cursor.q_tile();
       const int stage = steps % 2;
@@ -92,11 +132,14 @@ struct BwdProducer {
   // Waits until the previous chain's last GEMM has read K and V, then loads this chain's.
   __device__ void load_kv(const ChainWork& work) {
     const schedule::TileProblem& p = params.problem;
-    Tensor m_k = params.tma_k.get_tma_tensor(make_shape(p.seqlen_k, Int<kHeadDim>{}, p.heads_kv, p.batch));
-    Tensor m_v = params.tma_v.get_tma_tensor(make_shape(p.seqlen_k, Int<kHeadDim>{}, p.heads_kv, p.batch));
+    const auto k_shape = make_shape(params.tma_rows_k(), Int<kHeadDim>{}, p.heads_kv, params.tma_batches());
+    Tensor m_k = params.tma_k.get_tma_tensor(k_shape);
+    Tensor m_v = params.tma_v.get_tma_tensor(k_shape);
     auto k_tiler = Shape<Int<kBlockN>, Int<kHeadDim>>{};
-    Tensor g_k = local_tile(m_k(_, _, work.head_kv, work.batch), k_tiler, make_coord(work.kv, _0{}));
-    Tensor g_v = local_tile(m_v(_, _, work.head_kv, work.batch), k_tiler, make_coord(work.kv, _0{}));
+    const auto rows = make_coord(params.first_row_k(work.batch), 0);
+    const int tma_batch = params.tma_batch(work.batch);
+    Tensor g_k = local_tile(domain_offset(rows, m_k(_, _, work.head_kv, tma_batch)), k_tiler, make_coord(work.kv, _0{}));
+    Tensor g_v = local_tile(domain_offset(rows, m_v(_, _, work.head_kv, tma_batch)), k_tiler, make_coord(work.kv, _0{}));
     Tensor s_k = make_tensor(make_smem_ptr(smem.k), typename Traits::SmemLayoutK{});
     Tensor s_v = make_tensor(make_smem_ptr(smem.v), typename Traits::SmemLayoutK{});
     auto [tma_g_k, tma_s_k] = tma_partition(params.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_k), group_modes<0, 2>(g_k));

@@ -18,9 +18,17 @@
 
 #include "fwd_epilogue_sm90.hpp"
 #include "fwd_mainloop_sm90.hpp"
-#include "fwd_varlen_tiles_sm90.hpp"
+#include "kernels/sm90/common/sequence_scan_sm90.hpp"
 
 namespace dash_attn::sm90::fwd {
+
+// Warp-collective: the varlen tile of index `index` (sequence_scan_sm90.hpp),
+// or end_of_work() when the batch has fewer tiles.
+CUTE_DEVICE schedule::VarlenForwardWork find_varlen_tile(const schedule::VarlenForwardTiles& tiles,
+                                                         SequenceCursor& cursor, int index) {
+  const SequenceIndex at = find_sequence(tiles.batch, [&](int s) { return tiles.tiles_of(s); }, cursor, index);
+  return at.sequence < tiles.batch ? tiles.work(at.sequence, at.local) : tiles.end_of_work();
+}
 
 // CUTLASS's mbarrier asm has no memory clobber; this keeps the compiler from
 // moving the shared next_tile access across the arrive / wait around it (the
@@ -128,7 +136,7 @@ class FwdKernelSm90 {
       if constexpr (kVarlen) {
         // Each consumer warp finds its CTA's first tile itself (blockIdx.x
         // tiles in: a few scan steps); the producer hands over the rest.
-        VarlenTileCursor cursor;
+        SequenceCursor cursor;
         schedule::VarlenForwardWork work = find_varlen_tile(plan, cursor, plan.first_tile(blockIdx.x));
         while (!plan.done(work)) {
           const schedule::VarlenTileMasks masks{&plan, work};
@@ -192,7 +200,7 @@ class FwdKernelSm90 {
     auto state_q = cutlass::make_producer_start_state<PipelineQ>();
     auto state_kv = cutlass::make_producer_start_state<PipelineKV>();
     uint32_t empty_phase = 1;  // the slot starts empty
-    VarlenTileCursor cursor;
+    SequenceCursor cursor;
     int index = plan.first_tile(blockIdx.x);
     schedule::VarlenForwardWork work = find_varlen_tile(plan, cursor, index);
     while (!plan.done(work)) {
@@ -210,7 +218,7 @@ class FwdKernelSm90 {
       work = find_varlen_tile(plan, cursor, index);
       if (lane0) {
         if (params.tile_counter != nullptr && plan.done(work) &&
-            Tiles::is_last_claim(claim, cursor.first_tile, plan.grid))
+            Tiles::is_last_claim(claim, cursor.first, plan.grid))
           atomicExch(params.tile_counter, 0);
         hand_off(smem, empty_phase, work);
       }
@@ -219,7 +227,7 @@ class FwdKernelSm90 {
     // A CTA without a first tile still makes its one empty-handed claim.
     if (index == plan.first_tile(blockIdx.x) && lane0 && params.tile_counter != nullptr) {
       const int claim = atomicAdd(params.tile_counter, 1);
-      if (Tiles::is_last_claim(claim, cursor.first_tile, plan.grid)) atomicExch(params.tile_counter, 0);
+      if (Tiles::is_last_claim(claim, cursor.first, plan.grid)) atomicExch(params.tile_counter, 0);
     }
   }
 };
