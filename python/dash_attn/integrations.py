@@ -3,9 +3,13 @@
 Registration is lazy: importing dash_attn imports no transformers (4.6-5.8 s
 measured on 2026-12-01). It happens when transformers' modeling_utils is
 imported (every model class imports it), or at once if it already was, or
-when register_transformers() is called. The attention function refuses, by
-name, every input whose meaning the kernels cannot honour yet instead of
-dropping it (transformers passes model options through **kwargs)."""
+when register_transformers() is called. Padded batches (a 2-D attention
+mask, batched generate with left padding included) and packed ones
+(position_ids that restart, DataCollatorWithFlattening's cu_seq_lens_q/k) run
+through flash_attn_varlen_func, differentiable and deterministic. The
+attention function refuses, by name, every input whose meaning the kernels
+cannot honour yet instead of dropping it (transformers passes model options
+through **kwargs): _transformers_inputs.py."""
 
 import importlib.abc
 import importlib.util
@@ -22,14 +26,20 @@ def transformers_attention(module, query, key, value, attention_mask, scaling=No
                            **kwargs):
     """transformers' attention-function contract: query/key/value are (batch,
     heads, seqlen, head_dim); returns (batch, seqlen, heads, head_dim) and no
-    weights. The registered mask function gives None unless there is padding."""
-    from .interface import flash_attn_func
+    weights. The registered mask function gives None unless there is padding;
+    a padded or packed batch runs as a variable-length one (causal masks
+    bottom-right aligned per sequence, as transformers' flash-attention path)."""
+    from .interface import flash_attn_func, flash_attn_varlen_func
 
-    check_transformers_inputs(query, key, attention_mask, dropout, kwargs)
+    layout = check_transformers_inputs(query, key, attention_mask, dropout, kwargs)
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     dtype = target_dtype(query, module)
     q, k, v = (t.transpose(1, 2) if dtype is None else t.transpose(1, 2).to(dtype) for t in (query, key, value))
-    return flash_attn_func(q, k, v, softmax_scale=scaling, causal=causal), None
+    if layout is None:
+        return flash_attn_func(q, k, v, softmax_scale=scaling, causal=causal), None
+    out = flash_attn_varlen_func(*layout.pack(q, k, v), layout.cu_seqlens_q, layout.cu_seqlens_k, layout.max_seqlen_q,
+                                 layout.max_seqlen_k, softmax_scale=scaling, causal=causal)
+    return layout.unpack(out, q.shape[0], q.shape[1]), None
 
 
 def register_transformers():

@@ -130,6 +130,11 @@ def _install(ops):
     ops._reference_cpu_kernels = True
 
 
+def cpu_kernel_calls():
+    """The op names the CPU kernels ran since cpu_kernels() was entered."""
+    return list(_cpu_kernels["calls"])
+
+
 @contextlib.contextmanager
 def cpu_kernels(ops):
     """Within: dash_attn::fwd_varlen / bwd_varlen run on CPU tensors by the
