@@ -34,7 +34,10 @@ void carve(plan::BackwardWorkspace& w, const ProblemShape& s, const Options& opt
     if (ordered) w.dkv_counters = take(cursor, 2 * kv_slots * sizeof(int32_t));
   }
   w.work_counter = take(cursor, sizeof(int32_t));
-  if (varlen) w.unordered = take(cursor, sizeof(int32_t));
+  if (varlen) {
+    w.unordered = take(cursor, sizeof(int32_t));
+    w.sequence_order = take(cursor, static_cast<std::size_t>(s.batch) * sizeof(int32_t));
+  }
   w.total_bytes = cursor;
 }
 

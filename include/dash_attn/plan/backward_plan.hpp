@@ -33,6 +33,7 @@ struct BackwardWorkspace {
   WorkspaceSlice dkv_counters; // int32 per KV slot, one for dK and one for dV (GQA/MQA, deterministic)
   WorkspaceSlice work_counter; // int32: the main kernel's next unclaimed chain
   WorkspaceSlice unordered;    // varlen: int32 set by the preprocess when cu_seqlens are not monotone
+  WorkspaceSlice sequence_order;  // varlen: int32 per sequence, the claim order (sequence_claims_before)
   std::size_t total_bytes = 0;
 };
 

@@ -5,13 +5,15 @@
 #include <algorithm>
 #include <vector>
 
+#include "dash_attn/schedule/schedule.hpp"
 #include "dash_attn/schedule/varlen_problem.hpp"
 
 namespace dash_attn::schedule {
 
 enum class VarlenClaims {
-  kLongestFirst,  // claims_before: the order the issue asks for
-  kInOrder,       // sequence, q-head, KV tile ascending: the baseline it is measured against
+  kLongestFirst,          // claims_before: chains longest first across sequences
+  kLongestSequenceFirst,  // sequence_claims_before + Schedule's items: the kernel's order
+  kInOrder,               // sequence, q-head, KV tile ascending: the baseline both are measured against
 };
 
 // Every (sequence, q-head, KV tile) chain once, sequence-major.
@@ -28,6 +30,20 @@ inline std::vector<VarlenChain> varlen_chains(const VarlenProblem& p) {
 // In-order is live too: a wait targets a lower kv or a lower head of the
 // same sequence, both earlier in sequence-major order.
 inline std::vector<VarlenChain> varlen_claim_order(const VarlenProblem& p, VarlenClaims claims) {
+  if (claims == VarlenClaims::kLongestSequenceFirst) {
+    std::vector<int> sequences(p.batch);
+    for (int s = 0; s < p.batch; ++s) sequences[s] = s;
+    std::sort(sequences.begin(), sequences.end(), [&](int a, int b) { return sequence_claims_before(p, a, b); });
+    // The kernel decodes descending's items (one chain each) with heads interleaved.
+    const Schedule schedule(ScheduleKind::kDescending);
+    std::vector<VarlenChain> chains;
+    for (int s : sequences)
+      for (int k = 0; k < schedule.items_of_sequence(p, s); ++k) {
+        const WorkItem item = schedule.work_item_of_sequence(p, s, k);
+        chains.push_back(VarlenChain{s, item.head_q, item.kv[0]});
+      }
+    return chains;
+  }
   std::vector<VarlenChain> chains = varlen_chains(p);
   if (claims == VarlenClaims::kLongestFirst)
     std::sort(chains.begin(), chains.end(),

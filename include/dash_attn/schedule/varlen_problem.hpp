@@ -81,4 +81,20 @@ DASH_HOST_DEVICE inline bool claims_before(const VarlenProblem& p, const VarlenC
   return a.head_q < b.head_q;
 }
 
+// The kernel's claim order over a varlen batch: whole sequences, longest
+// first (more Q tiles, so longer chains; then more KV tiles, so more chains;
+// then the lower index), each sequence's items in Schedule's equal-length
+// order (heads interleaved). Coarser than claims_before, which interleaves
+// the chains of different sequences, but it sorts `batch` keys on the device
+// (bwd_preprocess_sm90.cu ranks each sequence against the others) instead of
+// every chain. Live for any grid like claims_before: a sequence's items keep
+// their relative order and every wait targets an earlier item of the same
+// sequence. A total order, so the permutation depends on the lengths alone.
+DASH_HOST_DEVICE inline bool sequence_claims_before(const TileProblem& p, int a, int b) {
+  const HeadTiles ta = p.head_tiles(a), tb = p.head_tiles(b);
+  if (ta.q_tiles() != tb.q_tiles()) return ta.q_tiles() > tb.q_tiles();
+  if (ta.kv_tiles() != tb.kv_tiles()) return ta.kv_tiles() > tb.kv_tiles();
+  return a < b;
+}
+
 }  // namespace dash_attn::schedule

@@ -79,6 +79,7 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
   for (int i = 0; i < 3; ++i) p.dk_strides[i] = dk_strides[i], p.dv_strides[i] = dv_strides[i];
   p.work_counter = reinterpret_cast<int*>(at(w.work_counter));
   p.unordered = reinterpret_cast<const int*>(at(w.unordered));
+  p.sequence_order = reinterpret_cast<const int*>(at(w.sequence_order));
   // (Varlen runs no wave schedule; its lengths are not on the host anyway.)
   p.claim_ahead = varlen || p.schedule.required_coresidency(c.problem) <= 1;
 

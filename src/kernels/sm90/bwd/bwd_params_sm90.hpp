@@ -55,6 +55,8 @@ struct BwdParams {
   // Varlen: nonzero when the preprocess found cu_seqlens not ascending
   // (workspace slots may collide): no add waits for a rank then.
   const int* unordered = nullptr;
+  // Varlen: the sequences in claim order, longest first (sequence_claims_before).
+  const int* sequence_order = nullptr;
   // The producer may claim an item while the CTA still works on the previous
   // one: true when every wait targets an earlier claim (not for wave schedules).
   bool claim_ahead = true;

@@ -9,7 +9,8 @@
 //    +inf, which makes every P of that row exactly 0;
 //  - the fp32 dQ accumulator of the tile and its reduction counter zeroed, so
 //    every call starts from the same state whatever earlier calls left;
-//  - varlen: whether the sequences' rows ascend, which keeps their workspace
+//  - varlen: the main kernel's claim order of the sequences (longest first),
+//    and whether the sequences' rows ascend, which keeps their workspace
 //    tiles apart (accumulator_tiles.hpp); when they do not, the flag tells
 //    the main kernel not to order its adds (it could wait forever).
 #include <cuda_bf16.h>
@@ -18,6 +19,7 @@
 #include <cmath>
 
 #include "dash_attn/cuda_check.hpp"
+#include "dash_attn/schedule/varlen_problem.hpp"
 #include "kernels/sm90/launch.hpp"
 
 namespace dash_attn::sm90 {
@@ -111,6 +113,27 @@ __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessPara
   if (p.dq_counters != nullptr && threadIdx.x == 0) p.dq_counters[slot] = 0;
 }
 
+// Varlen: sequence s's position in the main kernel's claim order, by
+// counting the sequences that go before it (schedule::sequence_claims_before,
+// a total order: the positions are a permutation). O(batch^2) comparisons of
+// lengths every thread of a CTA reads alike (L1 broadcasts): a few
+// microseconds for a few thousand sequences. Larger batches (under 4 tokens
+// per sequence in a 16k batch) keep their own order.
+constexpr int kMaxSortedSequences = 4096;
+
+__global__ void __launch_bounds__(kThreads) varlen_sequence_order_kernel(schedule::TileProblem problem,
+                                                                         int32_t* order) {
+  const int s = blockIdx.x * kThreads + threadIdx.x;
+  if (s >= problem.batch) return;
+  if (problem.batch > kMaxSortedSequences) {
+    order[s] = s;
+    return;
+  }
+  int position = 0;
+  for (int t = 0; t < problem.batch; ++t) position += schedule::sequence_claims_before(problem, t, s) ? 1 : 0;
+  order[position] = s;
+}
+
 }  // namespace
 
 void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorkspace& w,
@@ -137,6 +160,12 @@ void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorks
   p.head_dim = static_cast<int>(a.shape.head_dim);
   p.block_m = w.tile.block_m;
   if (p.unordered != nullptr) DASH_CUDA_CHECK(cudaMemsetAsync(p.unordered, 0, sizeof(int32_t), stream));
+  if (w.sequence_order.bytes) {
+    const auto blocks = static_cast<unsigned>((a.shape.batch + kThreads - 1) / kThreads);
+    varlen_sequence_order_kernel<<<blocks, kThreads, 0, stream>>>(
+        problem, reinterpret_cast<int32_t*>(base + w.sequence_order.offset));
+    DASH_CUDA_CHECK(cudaGetLastError());
+  }
   // Sequences go in grid.z (limit 65535); larger batches are split into launches.
   constexpr int64_t kMaxGridZ = 65535;
   for (int64_t first = 0; first < a.shape.batch; first += kMaxGridZ) {

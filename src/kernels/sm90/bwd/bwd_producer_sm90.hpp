@@ -16,8 +16,8 @@
 // finished everything claimed before (params.claim_ahead == false).
 //
 // Varlen: the whole producer warp takes each claim to find its sequence (a
-// shuffle scan over the sequences' item counts, sequence_scan_sm90.hpp);
-// lane 0 alone loads and publishes, as for equal lengths.
+// shuffle scan over the item counts of the sequences in claim order,
+// sequence_scan_sm90.hpp); lane 0 alone loads and publishes, as for equal lengths.
 #pragma once
 
 #include "bwd_mainloop_sm90.hpp"
@@ -51,19 +51,22 @@ struct BwdProducer {
   }
 
   // Varlen (all 32 lanes of the warp): claims until the scan finds no item.
-  // Only atomic, fa3 and descending run varlen: the claims run ahead.
+  // The claims walk the sequences in params.sequence_order (longest first),
+  // each sequence's items in Schedule's order. Only atomic, fa3 and
+  // descending run varlen: the claims run ahead.
   __device__ void run_varlen() {
     const schedule::TileProblem& p = params.problem;
     const int lane = static_cast<int>(threadIdx.x % 32);
+    const int* order = params.sequence_order;
     SequenceCursor cursor;
     for (;;) {
       int index = 0;
       if (lane == 0) index = atomicAdd(params.work_counter, 1);
       index = __shfl_sync(0xffffffffu, index, 0);
-      const SequenceIndex at =
-          find_sequence(p.batch, [&](int s) { return params.schedule.items_of_sequence(p, s); }, cursor, index);
+      const SequenceIndex at = find_sequence(
+          p.batch, [&](int position) { return params.schedule.items_of_sequence(p, order[position]); }, cursor, index);
       if (at.sequence >= p.batch) break;
-      if (lane == 0) run_item(params.schedule.work_item_of_sequence(p, at.sequence, at.local));
+      if (lane == 0) run_item(params.schedule.work_item_of_sequence(p, order[at.sequence], at.local));
       __syncwarp();
     }
     if (lane == 0) stop();
