@@ -54,9 +54,21 @@ TEST(ScheduleCoverage, EveryVisibleTileOnceMaskedNever) {
 // of `interleave` (cut at each sequence's end for varlen), items dealt
 // round-robin over a group's heads.
 std::vector<std::array<int, 3>> expected_claims(const schedule::TileProblem& p, const schedule::Schedule& s) {
-  std::vector<std::array<int, 3>> heads;  // (batch, head_q, items)
-  for (int b = 0; b < p.batch; ++b)
-    for (int h = 0; h < p.heads_q; ++h) heads.push_back({b, h, s.items_per_head(p.head_tiles(b))});
+  // (batch, head_q, items), member-major within a span (all sequences of
+  // equal length, one varlen sequence): member 0 of every (sequence, KV
+  // head) pair of the span, then member 1, ...
+  std::vector<std::array<int, 3>> heads;
+  const int group = p.group_size();
+  auto add_span = [&](int first_batch, int end_batch) {
+    for (int member = 0; member < group; ++member)
+      for (int b = first_batch; b < end_batch; ++b)
+        for (int kv_head = 0; kv_head < p.heads_kv; ++kv_head)
+          heads.push_back({b, kv_head * group + member, s.items_per_head(p.head_tiles(b))});
+  };
+  if (p.is_varlen())
+    for (int b = 0; b < p.batch; ++b) add_span(b, b + 1);
+  else
+    add_span(0, p.batch);
   const int g = s.interleaved_heads();
   std::vector<std::array<int, 3>> claims;  // (batch, head_q, index_in_head)
   for (size_t first = 0; first < heads.size();) {

@@ -92,6 +92,12 @@ class Schedule {
   // CTA wave filled with one head's chains staggers them by one hand-off
   // each; dealing G heads at once puts 1/G as many chains of a head in flight
   // together. Wave schedules keep 1: a wave's members are claimed together.
+  // GQA: the span's heads are listed member-major (member_major_head): the
+  // q-heads of a KV head are far apart in claim order, each after all
+  // lower members of every (sequence, KV head) pair of the span, so a dK/dV
+  // add rarely waits for a lower member still in flight (with the q-heads
+  // of a group dealt together, the group's chains ended together and their
+  // ordered adds ran one after another).
   DASH_HOST_DEVICE int total_items(const TileProblem& p) const {
     if (!p.is_varlen()) return p.batch * p.heads_q * items_per_head(p.head_tiles(0));
     int total = 0;
@@ -157,6 +163,16 @@ class Schedule {
   }
 
  private:
+  // The q-head (index within a span of `heads`, group size g) at claim
+  // position `position`: member position / (heads / g) of (sequence, KV
+  // head) pair position % (heads / g); q-head = pair * g + member. The
+  // identity for MHA. Every dK/dV wait (a lower member, same pair and item
+  // index) still targets an earlier claim.
+  DASH_HOST_DEVICE static int member_major_head(int position, int heads, int g) {
+    const int pairs = heads / g;
+    return position % pairs * g + position / pairs;
+  }
+
   // Item k of a span of `heads` consecutive (sequence, q-head) pairs that
   // share `tiles`, the first of which is the global pair span_first_head.
   DASH_HOST_DEVICE WorkItem decode(const TileProblem& p, const HeadTiles& tiles, int heads, int span_first_head,
@@ -168,7 +184,7 @@ class Schedule {
     const int rest = heads - first_head;
     const int heads_in_group = rest < interleaved_heads_ ? rest : interleaved_heads_;
     k -= group * interleaved_heads_ * per_head;
-    const int head = span_first_head + first_head + k % heads_in_group;
+    const int head = span_first_head + member_major_head(first_head + k % heads_in_group, heads, p.group_size());
     item.batch = head / p.heads_q;
     item.head_q = head % p.heads_q;
     item.head_kv = item.head_q / p.group_size();
