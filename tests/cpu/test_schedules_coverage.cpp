@@ -54,15 +54,17 @@ TEST(ScheduleCoverage, EveryVisibleTileOnceMaskedNever) {
 // of `interleave` (cut at each sequence's end for varlen), items dealt
 // round-robin over a group's heads.
 std::vector<std::array<int, 3>> expected_claims(const schedule::TileProblem& p, const schedule::Schedule& s) {
-  // (batch, head_q, items), member-major within a span (all sequences of
-  // equal length, one varlen sequence): member 0 of every (sequence, KV
-  // head) pair of the span, then member 1, ...
+  // (batch, head_q, items); ordered schedules list them member-major within
+  // a span (all sequences of equal length, one varlen sequence): member 0 of
+  // every (sequence, KV head) pair of the span, then member 1, ...; atomic
+  // in q-head order.
   std::vector<std::array<int, 3>> heads;
-  const int group = p.group_size();
+  const int group = s.ordered() ? p.group_size() : 1;
+  const int kv_heads = p.heads_q / group;
   auto add_span = [&](int first_batch, int end_batch) {
     for (int member = 0; member < group; ++member)
       for (int b = first_batch; b < end_batch; ++b)
-        for (int kv_head = 0; kv_head < p.heads_kv; ++kv_head)
+        for (int kv_head = 0; kv_head < kv_heads; ++kv_head)
           heads.push_back({b, kv_head * group + member, s.items_per_head(p.head_tiles(b))});
   };
   if (p.is_varlen())

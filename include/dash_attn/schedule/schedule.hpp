@@ -92,12 +92,15 @@ class Schedule {
   // CTA wave filled with one head's chains staggers them by one hand-off
   // each; dealing G heads at once puts 1/G as many chains of a head in flight
   // together. Wave schedules keep 1: a wave's members are claimed together.
-  // GQA: the span's heads are listed member-major (member_major_head): the
-  // q-heads of a KV head are far apart in claim order, each after all
-  // lower members of every (sequence, KV head) pair of the span, so a dK/dV
-  // add rarely waits for a lower member still in flight (with the q-heads
-  // of a group dealt together, the group's chains ended together and their
-  // ordered adds ran one after another).
+  // GQA, ordered schedules: the span's heads are listed member-major
+  // (member_major_head): the q-heads of a KV head are far apart in claim
+  // order, each after all lower members of every (sequence, KV head) pair of
+  // the span, so a dK/dV add rarely waits for a lower member still in flight
+  // (with the q-heads of a group dealt together, the group's chains ended
+  // together and their ordered adds ran one after another). Measured on the
+  // H200 (GQA 32/8, docs/perf_log.md 2026-12-02): deterministic 1.05-2.87x;
+  // atomic, which waits for nothing, lost 2-14% that way (the members of a
+  // group no longer share K/V in L2 at once), so it keeps the q-heads in order.
   DASH_HOST_DEVICE int total_items(const TileProblem& p) const {
     if (!p.is_varlen()) return p.batch * p.heads_q * items_per_head(p.head_tiles(0));
     int total = 0;
@@ -184,7 +187,8 @@ class Schedule {
     const int rest = heads - first_head;
     const int heads_in_group = rest < interleaved_heads_ ? rest : interleaved_heads_;
     k -= group * interleaved_heads_ * per_head;
-    const int head = span_first_head + member_major_head(first_head + k % heads_in_group, heads, p.group_size());
+    const int position = first_head + k % heads_in_group;
+    const int head = span_first_head + (ordered() ? member_major_head(position, heads, p.group_size()) : position);
     item.batch = head / p.heads_q;
     item.head_q = head % p.heads_q;
     item.head_kv = item.head_q / p.group_size();
