@@ -2,7 +2,7 @@
 // tile of every sequence once, with rows inside the packed tensors even when
 // the length arrays are bad (non-monotone, past the tensor, seqused larger
 // than the slot); the claim rule draws max(tiles, grid) claims whatever the
-// grid. The kernel's warp scan (fwd_varlen_tiles_sm90.hpp) finds tile t of
+// grid. The kernel's warp scan (common/sequence_scan_sm90.hpp) finds tile t of
 // this same order; its agreement with the order is a GPU test
 // (test_forward_varlen.cu: every sequence's bits equal its run alone).
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // geometry. The lengths come from the device arrays of VarlenLengths, so the
 // host knows neither the tile count nor where a sequence's tiles start: the
 // kernel finds them with a prefix sum over the sequences' tile counts
-// (fwd_varlen_tiles_sm90.hpp, one warp, 32 sequences per step). CUDA-free
+// (common/sequence_scan_sm90.hpp, one warp, 32 sequences per step). CUDA-free
 // and __host__ __device__ so the CPU tests walk the same order over host
 // arrays.
 //
