@@ -2,7 +2,8 @@
 float64 (or another dtype, for the "naive" error bound), bottom-right causal;
 a variable-length batch as each of its sequences alone; and CPU kernels for
 the varlen custom ops (forward by that reference, backward by the closed-form
-gradient), so the autograd wiring of flash_attn_varlen_func and the
+gradient) and the fixed-length ones (backward from the out and lse it is
+given), so the autograd wiring of flash_attn_varlen_func and the
 transformers integration run on a machine without a GPU. Not a test module."""
 import contextlib
 import math
@@ -99,6 +100,31 @@ def reference_varlen_grads(dout, dlse, q, k, v, cu_seqlens_q, cu_seqlens_k, soft
     return dq, dk, dv
 
 
+def reference_grads_from_stats(dout, dlse, q, k, v, out, lse, softmax_scale, causal):
+    """dq, dk, dv of fixed-length attention (batch, seqlen, heads, head_dim)
+    as the kernels compute them: from the out and lse they are given (P =
+    exp(S - lse), D = rowsum(dO * out)), not recomputed from q, k, v. So a
+    chunk of keys gets its share of the gradient of attention over more keys
+    when out and lse are those of the whole (ring attention). float64."""
+    groups = q.shape[2] // k.shape[2]
+    mask = visible(q.shape[1], k.shape[1], causal, q.device)
+    qt = q.double().transpose(1, 2)  # (b, h, sq, d)
+    kt, vt = (t.double().repeat_interleave(groups, 2).transpose(1, 2) for t in (k, v))  # (b, h, sk, d)
+    do, o = dout.double().transpose(1, 2), out.double().transpose(1, 2)
+    stats = lse.double()[..., None]  # (b, h, sq, 1)
+    scores = (qt @ kt.transpose(-1, -2)) * softmax_scale
+    probs = torch.exp(scores - torch.where(torch.isfinite(stats), stats, torch.zeros_like(stats)))
+    probs = probs.masked_fill(~mask, 0.0) * torch.isfinite(stats)
+    delta = (do * o).sum(-1, keepdim=True)
+    extra = dlse.double()[..., None] if dlse is not None else 0.0
+    ds = probs * (do @ vt.transpose(-1, -2) - delta + extra)
+    dq = (ds @ kt * softmax_scale).transpose(1, 2)
+    dk_heads = ds.transpose(-1, -2) @ qt * softmax_scale  # (b, h, sk, d)
+    dv_heads = probs.transpose(-1, -2) @ do
+    dk, dv = (t.unflatten(1, (k.shape[2], groups)).sum(2).transpose(1, 2) for t in (dk_heads, dv_heads))
+    return dq, dk, dv
+
+
 _cpu_kernels = {"on": False, "calls": []}
 
 
@@ -127,6 +153,20 @@ def _install(ops):
                                        seqused_q, seqused_k)
         return tuple(g.to(t.dtype) for g, t in zip(grads, (q, k, v)))
 
+    @ops.fwd.register_kernel("cpu")
+    def _(q, k, v, softmax_scale, causal, deterministic, schedule, sm_margin):
+        _require_cpu_kernels("fwd")
+        pairs = [attend(q[b], k[b], v[b], softmax_scale, causal) for b in range(q.shape[0])]
+        lse_dtype = torch.promote_types(torch.float32, q.dtype)  # float32 as the GPU's; float64 for float64 tests
+        return (torch.stack([o for o, _ in pairs]).to(q.dtype),
+                torch.stack([lse for _, lse in pairs]).to(lse_dtype))
+
+    @ops.bwd.register_kernel("cpu")
+    def _(dout, dlse, q, k, v, out, lse, softmax_scale, causal, deterministic, schedule, sm_margin):
+        _require_cpu_kernels("bwd")
+        grads = reference_grads_from_stats(dout, dlse, q, k, v, out, lse, softmax_scale, causal)
+        return tuple(g.to(t.dtype).contiguous() for g, t in zip(grads, (q, k, v)))
+
     ops._reference_cpu_kernels = True
 
 
@@ -137,9 +177,10 @@ def cpu_kernel_calls():
 
 @contextlib.contextmanager
 def cpu_kernels(ops):
-    """Within: dash_attn::fwd_varlen / bwd_varlen run on CPU tensors by the
-    reference above; yields the list of op names called. (torch.library keeps
-    a kernel once registered, so outside this block it refuses to run.)"""
+    """Within: dash_attn::fwd_varlen / bwd_varlen (and the fixed-length
+    dash_attn::fwd / bwd) run on CPU tensors by the reference above; yields
+    the list of op names called. (torch.library keeps a kernel once
+    registered, so outside this block it refuses to run.)"""
     _install(ops)
     _cpu_kernels["on"], _cpu_kernels["calls"] = True, []
     try:
