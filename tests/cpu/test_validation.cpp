@@ -220,6 +220,69 @@ TEST(Validation, ForwardVarlenNamesWhatItRefuses) {
                       ErrorCode::kInvalidArgument, {"'lse'", "overlaps 'lengths.cu_seqlens_q'"});
 }
 
+// The backward of valid_forward_varlen's batch, with a workspace of `bytes`.
+VarlenBackwardArgs valid_backward_varlen(std::size_t bytes) {
+  const VarlenForwardArgs f = valid_forward_varlen();
+  VarlenBackwardArgs a;
+  a.shape = f.shape;
+  a.lengths = f.lengths;
+  a.q = f.q, a.k = f.k, a.v = f.v, a.out = f.out, a.lse = f.lse;
+  const int64_t d = a.shape.head_dim;
+  a.dout = TensorView{fake_pointer(9), 0, 8 * d, d, 1};
+  a.dq = TensorView{fake_pointer(10), 0, 8 * d, d, 1};
+  a.dk = TensorView{fake_pointer(11), 0, 2 * d, d, 1};
+  a.dv = TensorView{fake_pointer(12), 0, 2 * d, d, 1};
+  a.workspace = fake_pointer(13);
+  a.workspace_bytes = bytes;
+  return a;
+}
+
+TEST(Validation, BackwardVarlenNamesWhatItRefuses) {
+  const Options options;
+  const VarlenForwardArgs f = valid_forward_varlen();
+  const std::size_t bytes = host::plan_backward_varlen_workspace(f.shape, f.lengths, options).total_bytes;
+  EXPECT_NO_THROW(host::validate_backward_varlen_problem("backward_varlen", f.shape, f.lengths, options));
+  EXPECT_NO_THROW(host::validate_backward_varlen(valid_backward_varlen(bytes), bytes));
+  for (ScheduleKind wave : {ScheduleKind::kShift, ScheduleKind::kSymmetricShift}) {
+    Options o;
+    o.schedule = wave;
+    expect_error([&] { host::validate_backward_varlen_problem("backward_varlen", f.shape, f.lengths, o); },
+                 ErrorCode::kNotSupported, {"backward_varlen", "options.schedule", std::string(to_string(wave))});
+  }
+  auto expect_args_error = [&](auto mutate, ErrorCode code, std::initializer_list<std::string> fragments) {
+    VarlenBackwardArgs a = valid_backward_varlen(bytes);
+    mutate(a);
+    expect_error([&] { host::validate_backward_varlen(a, bytes); }, code, fragments);
+  };
+  using A = VarlenBackwardArgs;
+  expect_args_error([](A& a) { a.workspace_bytes -= 1; }, ErrorCode::kInvalidArgument,
+                    {"backward_varlen", "workspace_bytes", "backward_varlen_workspace_size"});
+  expect_args_error([](A& a) { a.dq.data = nullptr; }, ErrorCode::kInvalidArgument, {"'dq'"});
+  expect_args_error([](A& a) { a.dk.seq_stride = 4; }, ErrorCode::kInvalidArgument, {"'dk'", "seq_stride"});
+  expect_args_error([](A& a) { a.dv.data = a.dout.data; }, ErrorCode::kInvalidArgument, {"'dv'", "overlaps 'dout'"});
+  expect_args_error([](A& a) { a.dq.data = fake_pointer(6); }, ErrorCode::kInvalidArgument,
+                    {"'dq'", "overlaps 'lengths.cu_seqlens_q'"});
+  expect_args_error([](A& a) { a.workspace = a.q.data; }, ErrorCode::kInvalidArgument, {"'workspace'", "overlaps 'q'"});
+}
+
+TEST(WorkspacePlan, VarlenSizeDependsOnTotalsNotOnLengths) {
+  const VarlenForwardArgs f = valid_forward_varlen();
+  for (bool deterministic : {true, false}) {
+    Options o;
+    o.deterministic = deterministic;
+    o.schedule = deterministic ? ScheduleKind::kAuto : ScheduleKind::kAtomic;
+    const plan::BackwardWorkspace w = host::plan_backward_varlen_workspace(f.shape, f.lengths, o);
+    // 300 query rows, 3 sequences, 64-row tiles (hdim 128): 300 / 64 + 3 slots per head.
+    EXPECT_EQ(w.accum.q_per_head, 300 / 64 + 3);
+    EXPECT_EQ(w.accum.kv_per_head, 400 / 128 + 3);
+    EXPECT_EQ(w.dq_accum.bytes, std::size_t{8} * w.accum.q_per_head * 64 * 128 * sizeof(float));
+    EXPECT_EQ(w.dq_counters.bytes, deterministic ? std::size_t{8} * w.accum.q_per_head * sizeof(int32_t) : 0u);
+    EXPECT_EQ(w.dk_accum.bytes, std::size_t{2} * w.accum.kv_per_head * 128 * 128 * sizeof(float));
+    EXPECT_EQ(w.sequence_order.bytes, 3 * sizeof(int32_t));
+    EXPECT_GT(w.unordered.bytes, 0u);
+  }
+}
+
 TEST(Overlap, InterleavedSlicesOfOnePackedBufferShareNoElement) {
   // q, k, v as slices of one (batch 2, seqlen 100, 3, heads 8, dim 64) buffer: same strides, 8*64 apart.
   auto slice = [](int64_t which) {
