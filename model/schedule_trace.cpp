@@ -21,7 +21,7 @@ ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind req
     dq_base[b + 1] = dq_base[b] + problem.heads_q * t.q_tiles();
     dkv_base[b + 1] = dkv_base[b] + problem.heads_kv * t.kv_tiles();
     for (int h = 0; h < problem.heads_q; ++h)
-      for (int q = 0; q < t.q_tiles(); ++q) trace.dq_contributors.push_back(t.kv_end(q));
+      for (int q = 0; q < t.q_tiles(); ++q) trace.dq_contributors.push_back(t.contributors(q));
   }
   trace.num_dkv_tiles = dkv_base[problem.batch];
 

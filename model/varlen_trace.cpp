@@ -3,13 +3,16 @@
 namespace dash_attn::model {
 
 VarlenBatch::VarlenBatch(const std::vector<std::pair<int, int>>& lengths, int heads_q, int heads_kv, int block_m,
-                         int block_n, bool causal, int offset_q, int offset_k) {
+                         int block_n, bool causal, int offset_q, int offset_k, int window_left,
+                         int window_right) {
   p_.batch = static_cast<int>(lengths.size());
   p_.heads_q = heads_q;
   p_.heads_kv = heads_kv;
   p_.block_m = block_m;
   p_.block_n = block_n;
   p_.causal = causal;
+  p_.window_left = window_left;
+  p_.window_right = window_right;
   // A nonzero start offset stands for the packing position: it must not matter.
   cu_q_.push_back(offset_q);
   cu_k_.push_back(offset_k);
@@ -39,7 +42,7 @@ ScheduleTrace build_varlen_trace(const schedule::VarlenProblem& p, schedule::Var
     dq_base[s + 1] = dq_base[s] + p.heads_q * t.q_tiles();
     dkv_base[s + 1] = dkv_base[s] + p.heads_kv * t.kv_tiles();
     for (int h = 0; h < p.heads_q; ++h)
-      for (int q = 0; q < t.q_tiles(); ++q) trace.dq_contributors.push_back(t.kv_end(q));
+      for (int q = 0; q < t.q_tiles(); ++q) trace.dq_contributors.push_back(t.contributors(q));
   }
   trace.num_dkv_tiles = dkv_base[p.batch];
 

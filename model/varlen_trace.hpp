@@ -19,7 +19,7 @@ class VarlenBatch {
  public:
   // lengths: per sequence (seqlen_q, seqlen_k), either may be 0.
   VarlenBatch(const std::vector<std::pair<int, int>>& lengths, int heads_q, int heads_kv, int block_m, int block_n,
-              bool causal, int offset_q = 0, int offset_k = 0);
+              bool causal, int offset_q = 0, int offset_k = 0, int window_left = -1, int window_right = -1);
   schedule::VarlenProblem get() const;
 
  private:

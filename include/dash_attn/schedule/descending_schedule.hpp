@@ -6,6 +6,10 @@
 // into a tile are staggered by one reduction instead.
 // Every wait targets a lower KV tile of the same head, claimed earlier: live
 // with any number of resident CTAs.
+// Sliding windows: a chain runs from the last Q tile of its band, q_end(kv) - 1
+// (the last Q tile without a left bound), down to q_begin(kv); a dQ tile's
+// contributors are [kv_begin(q), kv_end(q)), ranked kv - kv_begin(q) (kv
+// without a left bound). Waits still target lower KV tiles: live as above.
 #pragma once
 
 #include "dash_attn/schedule/head_tiles.hpp"
@@ -16,8 +20,8 @@ struct DescendingSchedule {
   DASH_HOST_DEVICE static int items_per_head(const HeadTiles& t) { return t.kv_tiles(); }
   DASH_HOST_DEVICE static int chains_in_item(const HeadTiles&, int) { return 1; }
   DASH_HOST_DEVICE static int item_chain(const HeadTiles&, int item, int) { return item; }
-  DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int, int step) { return t.q_tiles() - 1 - step; }
-  DASH_HOST_DEVICE static int rank(const HeadTiles&, int kv, int) { return kv; }
+  DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) { return t.q_end(kv) - 1 - step; }
+  DASH_HOST_DEVICE static int rank(const HeadTiles& t, int kv, int q) { return kv - t.kv_begin(q); }
   DASH_HOST_DEVICE static int wave_size(const HeadTiles&) { return 1; }
 };
 

@@ -6,6 +6,9 @@
 //    i.e. rank = kv_end(q) - 1 - kv with kv_end clipped to the KV tile count.
 // Every wait targets a chain of the same head claimed earlier, so the
 // schedule is live with any number of resident CTAs.
+// Sliding windows: chains visit their band [q_begin(kv), q_end(kv)); a dQ
+// tile's contributors are [kv_begin(q), kv_end(q)), ranked kv - kv_begin(q)
+// (ascending; kv without a left bound) or kv_end(q) - 1 - kv (causal).
 #pragma once
 
 #include "dash_attn/schedule/head_tiles.hpp"
@@ -20,7 +23,7 @@ struct Fa3Schedule {
   }
   DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) { return t.q_begin(kv) + step; }
   DASH_HOST_DEVICE static int rank(const HeadTiles& t, int kv, int q) {
-    return t.causal ? t.kv_end(q) - 1 - kv : kv;
+    return t.causal ? t.kv_end(q) - 1 - kv : kv - t.kv_begin(q);
   }
   DASH_HOST_DEVICE static int wave_size(const HeadTiles&) { return 1; }
 };

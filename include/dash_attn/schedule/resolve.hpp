@@ -25,13 +25,16 @@ inline constexpr int kAutoDescendingMinKvTiles = 64;
 //   than 64 KV tiles, where fa3 is ahead by 2-11% (hdim 256: 1-6% at 512-2k,
 //   while descending is 14-65% ahead from 64 KV tiles, 2026-12-01 b228d52). A varlen causal batch gets descending whatever its
 //   lengths: choosing by length would let other sequences of the batch change
-//   a sequence's bits.
+//   a sequence's bits. A sliding window gets descending (never a wave
+//   schedule: see supports_window), chosen on the raw window values, not on
+//   whether the window cuts anything at these lengths.
 DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const TileProblem& p) {
   switch (kind) {
     case ScheduleKind::kShift:
     case ScheduleKind::kSymmetricShift:
       return p.causal ? ScheduleKind::kSymmetricShift : ScheduleKind::kShift;
     case ScheduleKind::kAuto: {
+      if (p.has_window()) return ScheduleKind::kDescending;
       if (!p.causal || p.is_varlen() || p.block_m < p.block_n) return ScheduleKind::kDescending;
       const int kv_tiles = (p.seqlen_k + p.block_n - 1) / p.block_n;
       return kv_tiles >= kAutoDescendingMinKvTiles ? ScheduleKind::kDescending : ScheduleKind::kFA3;
@@ -46,6 +49,13 @@ DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const T
 DASH_HOST_DEVICE inline bool is_wave_schedule(ScheduleKind kind) {
   return kind == ScheduleKind::kShift || kind == ScheduleKind::kSymmetricShift;
 }
+
+// The schedule's chains and ranks follow a sliding window's band. The wave
+// schedules do not: their Latin squares, pairs and closed-form ranks assume
+// every chain runs to the last Q tile and every dQ tile's contributors start
+// at KV tile 0, so a windowed request must refuse them by name (validation)
+// instead of running them. kAuto resolves to descending under a window.
+DASH_HOST_DEVICE inline bool supports_window(ScheduleKind kind) { return !is_wave_schedule(kind); }
 
 // Heads the claim order interleaves (Schedule::total_items) for a resolved
 // kind. The chain schedules take 8: measured on the H200 (docs/perf_log.md,

@@ -33,6 +33,13 @@ struct TileProblem {
   int total_k = kNoRowBound;
   int max_seqlen_q = kNoRowBound;  // longer sequences are cut to this length
   int max_seqlen_k = kNoRowBound;
+  // Sliding window (HeadTiles' meaning: FlashAttention's window_size, causal
+  // with a window is (window_left, 0)). Last, so that existing brace
+  // initializers keep meaning "no window".
+  int window_left = -1;
+  int window_right = -1;
+
+  DASH_HOST_DEVICE bool has_window() const { return window_left >= 0 || (!causal && window_right >= 0); }
 
   DASH_HOST_DEVICE int group_size() const { return heads_q / heads_kv; }
   DASH_HOST_DEVICE bool is_varlen() const { return cu_seqlens_q != nullptr || cu_seqlens_k != nullptr; }
@@ -51,7 +58,7 @@ struct TileProblem {
 
   // Every head of sequence b has the same geometry.
   DASH_HOST_DEVICE HeadTiles head_tiles(int b) const {
-    return HeadTiles{seqlen_q_of(b), seqlen_k_of(b), block_m, block_n, causal};
+    return HeadTiles{seqlen_q_of(b), seqlen_k_of(b), block_m, block_n, causal, window_left, window_right};
   }
 };
 

@@ -37,8 +37,17 @@ struct VarlenChain {
 struct VarlenProblem : TileProblem {
   DASH_HOST_DEVICE int chains_of_sequence(int s) const { return heads_q * head_tiles(s).kv_tiles(); }
 
-  // The claim key: Q tiles the chain visits.
   DASH_HOST_DEVICE int chain_length(const VarlenChain& c) const { return head_tiles(c.sequence).chain_length(c.kv); }
+
+  // The claim key: Q tiles from the chain's first one to the last Q tile,
+  // q_tiles - q_begin(kv). Without a left bound that is chain_length; with
+  // one, chain_length is no longer monotone in kv (the first chains of a
+  // band are cut by the sequence start), but this key still does not
+  // increase with kv, which is what keeps claims_before live.
+  DASH_HOST_DEVICE int claim_length(const VarlenChain& c) const {
+    const HeadTiles t = head_tiles(c.sequence);
+    return t.q_tiles() - t.q_begin(c.kv);
+  }
 
   // Step `step` of a chain visits this Q tile of its sequence (last Q tile first).
   DASH_HOST_DEVICE int q_tile(const VarlenChain& c, int step) const {
@@ -58,11 +67,12 @@ struct VarlenProblem : TileProblem {
 
 // Longest-first claim order: does chain a go before chain b? Longer chains
 // first, so that one long sequence among many short ones starts at once
-// instead of trailing the batch (LPT). Ties go by sequence, then KV tile,
+// instead of trailing the batch (LPT; the key is claim_length, the chain's
+// length when there is no sliding window). Ties go by sequence, then KV tile,
 // then q-head, ascending, for three reasons:
 //  - liveness for any grid: every wait must target an earlier claim. A dQ add
-//    of (s, h, kv) waits for (s, h, kv - 1), whose chain is at least as long
-//    (q_begin does not decrease with kv), so it is claimed earlier, on a tie
+//    of (s, h, kv) waits for (s, h, kv - 1), whose claim key is at least as
+//    large (q_begin does not decrease with kv), so it is claimed earlier, on a tie
 //    because of the ascending kv. A dK/dV add of (s, h, kv) waits for the
 //    lower q-heads of its GQA group at the same (s, kv): same length, lower
 //    head, so earlier too;
@@ -74,7 +84,7 @@ struct VarlenProblem : TileProblem {
 //  - the order is a total one, so it does not depend on the sort algorithm.
 // The claim order changes only timing, never a rank, hence never the bits.
 DASH_HOST_DEVICE inline bool claims_before(const VarlenProblem& p, const VarlenChain& a, const VarlenChain& b) {
-  const int la = p.chain_length(a), lb = p.chain_length(b);
+  const int la = p.claim_length(a), lb = p.claim_length(b);
   if (la != lb) return la > lb;
   if (a.sequence != b.sequence) return a.sequence < b.sequence;
   if (a.kv != b.kv) return a.kv < b.kv;
