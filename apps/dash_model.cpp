@@ -78,6 +78,8 @@ int main(int argc, char** argv) {
     problem.block_m = o.block_m > 0 ? o.block_m : tile.block_m;
     problem.block_n = o.block_n > 0 ? o.block_n : tile.block_n;
     problem.causal = o.causal;
+    problem.window_left = o.window_left;
+    problem.window_right = o.window_right;
     problem.seqlen_q = o.seqlen_q;
     problem.seqlen_k = o.seqlen_k;
     if (!o.seqlens_q.empty()) {
@@ -132,6 +134,9 @@ int main(int argc, char** argv) {
     std::printf("problem: batch %d, heads %d/%d, tiles %dx%d, %s, %d workers (%s assignment)%s\n", problem.batch,
                 problem.heads_q, problem.heads_kv, problem.block_m, problem.block_n, problem.causal ? "causal" : "full",
                 o.workers, o.assignment == dm::Assignment::kDynamic ? "dynamic" : "static", o.paper ? ", paper setting" : "");
+    if (problem.has_window())
+      std::printf("  window (%d, %d)%s: tiles outside the band skipped\n", problem.window_left,
+                  problem.causal ? 0 : problem.window_right, problem.causal ? " (causal)" : "");
     if (!problem.is_varlen())
       std::printf("  seqlen_q %d, seqlen_k %d: %d Q tiles x %d KV tiles per head\n", t.seqlen_q, t.seqlen_k, t.q_tiles(),
                   t.kv_tiles());

@@ -2,6 +2,7 @@
 
 #include "cli_parse.hpp"
 #include "dash_attn/kernel_table.hpp"
+#include "dash_attn/schedule/resolve.hpp"
 
 namespace dash_attn::model_cli {
 namespace {
@@ -77,6 +78,13 @@ void define_options(CLI::App& app, ModelOptions& o) {
   add_int(app, "--block-m", "M", o.block_m, 1, "Q tile rows, overriding --head-dim", problem);
   add_int(app, "--block-n", "N", o.block_n, 1, "KV tile rows, overriding --head-dim", problem);
   app.add_flag("--causal", o.causal, "bottom-right aligned causal mask")->group(problem);
+  cli::add_value(app, "--window", "L,R", [&](const std::string& v) {
+    const std::vector<std::string> parts = cli::split_commas(v);
+    if (parts.size() != 2) throw UsageError("--window expects L,R (two integers >= -1), got '" + v + "'");
+    o.window_left = cli::option_int("--window", parts[0], -1);
+    o.window_right = cli::option_int("--window", parts[1], -1);
+  }, "sliding window (FlashAttention's window_size, bottom-right aligned, -1 unbounded; with --causal: (L, 0)); "
+     "tiles outside the band are skipped; shift and symmetric_shift do not run windows")->group(problem);
 
   add_int(app, "--workers", "W", o.workers, 1, "resident workers (CTAs) (132)", machine);
   cli::add_value(app, "--assign", "dynamic|static", [&](const std::string& v) {
@@ -159,10 +167,18 @@ ModelOptions parse_model_options(const std::vector<std::string>& args) {
     if (o.cost.compute <= 0) throw UsageError("--paper needs --c > 0");
   }
   if (!cli::given(app, "--c-masked")) o.cost.compute_masked = o.cost.compute;
+  const bool window = o.window_left >= 0 || (!o.causal && o.window_right >= 0);  // TileProblem::has_window
+  if (window && o.paper) throw UsageError("--paper has no --window");
   if (o.schedules.empty()) {
-    o.schedules = {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending,
-                   o.causal ? ScheduleKind::kSymmetricShift : ScheduleKind::kShift, ScheduleKind::kAuto};
+    o.schedules = {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending};
+    if (!window) o.schedules.push_back(o.causal ? ScheduleKind::kSymmetricShift : ScheduleKind::kShift);
+    o.schedules.push_back(ScheduleKind::kAuto);
   }
+  if (window)
+    for (ScheduleKind kind : o.schedules)
+      if (!schedule::supports_window(kind))
+        throw UsageError(std::string("schedule ") + std::string(to_string(kind)) +
+                         " does not run a sliding window (--window): its waves assume no left bound");
   return o;
 }
 

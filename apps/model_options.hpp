@@ -21,6 +21,7 @@ struct ModelOptions {
   bool causal = false, json = false, optimum = false, help = false;
   model::Assignment assignment = model::Assignment::kDynamic;
   model::CostModel cost;
+  int window_left = -1, window_right = -1;  // --window L,R (FlashAttention's window_size; -1 unbounded)
   std::optional<std::pair<int, int>> paper;  // --paper N M
   std::vector<ScheduleKind> schedules;       // default: every schedule for the mask
   std::string svg;

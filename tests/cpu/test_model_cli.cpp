@@ -52,6 +52,35 @@ TEST(ModelCli, KeyEqualsValueReadsAsKeySpaceValue) {
 #endif
 }
 
+// --window L,R: the window schedules run (auto as descending), the wave
+// schedules are left out of the default list and refused by name.
+TEST(ModelCli, WindowRunsTheBandSchedulesAndRefusesWaves) {
+#ifndef DASH_MODEL_EXE
+  GTEST_SKIP() << "dash-model is not built (DASH_BUILD_APPS=OFF)";
+#else
+  const Result window = run_model("--seqlen 2048 --heads 2 --workers 16 --window 256,0 --json");
+  ASSERT_EQ(window.exit_code, 0) << window.err;
+  EXPECT_NE(window.out.find("\"schedule\":\"auto\",\"runs_as\":\"descending\""), std::string::npos) << window.out;
+  EXPECT_EQ(window.out.find("shift"), std::string::npos) << window.out;
+  EXPECT_EQ(window.out.find("\"deadlock\":true"), std::string::npos) << window.out;
+  const Result joined = run_model("--seqlen=2048 --heads=2 --workers=16 --window=256,0 --json");
+  EXPECT_EQ(joined.out, window.out);
+  const Result narrower = run_model("--seqlen 2048 --heads 2 --workers 16 --window 64,0 --json --schedules descending");
+  const Result full = run_model("--seqlen 2048 --heads 2 --workers 16 --json --schedules descending");
+  ASSERT_EQ(narrower.exit_code, 0) << narrower.err;
+  EXPECT_NE(narrower.out, full.out);  // the band has fewer steps
+  const Result wave = run_model("--seqlen 2048 --window 64,0 --causal --schedules symmetric_shift");
+  EXPECT_EQ(wave.exit_code, 2);
+  EXPECT_NE(wave.err.find("symmetric_shift does not run a sliding window"), std::string::npos) << wave.err;
+  const Result malformed = run_model("--seqlen 2048 --window 64");
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_NE(malformed.err.find("--window expects L,R"), std::string::npos) << malformed.err;
+  const Result negative = run_model("--seqlen 2048 --window -2,0");
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_NE(negative.err.find("--window"), std::string::npos) << negative.err;
+#endif
+}
+
 TEST(ModelCli, UnknownOptionsAndMissingValuesAreClearErrors) {
 #ifndef DASH_MODEL_EXE
   GTEST_SKIP() << "dash-model is not built (DASH_BUILD_APPS=OFF)";
