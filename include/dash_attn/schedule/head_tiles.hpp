@@ -13,6 +13,12 @@
 #include "dash_attn/host_device.hpp"
 #include "dash_attn/mask/mask_geometry.hpp"
 
+// 1: device code honours HeadTiles' window (see has_window). 0 until the
+// kernels take sliding windows.
+#ifndef DASH_DEVICE_WINDOWS
+#define DASH_DEVICE_WINDOWS 0
+#endif
+
 namespace dash_attn::schedule {
 
 struct HeadTiles {
@@ -33,7 +39,18 @@ struct HeadTiles {
   // A sliding window is set (beyond what `causal` says). Raw values, not the
   // normalised ones: a choice made on it (resolve_schedule) is a function of
   // the request, never of a length.
-  DASH_HOST_DEVICE constexpr bool has_window() const { return window_left >= 0 || (!causal && window_right >= 0); }
+  // Device code compiles windows out (always false there) until the kernels
+  // take them: the API refuses every window, and reading window_left/right at
+  // run time cost the backward main kernel spills (ptxas, bf16 hdim 128: 1024/1608 B
+  // spill stores/loads against 796/1148 B without). A kernel that runs windows
+  // builds with DASH_DEVICE_WINDOWS=1.
+  DASH_HOST_DEVICE constexpr bool has_window() const {
+#if defined(__CUDA_ARCH__) && !DASH_DEVICE_WINDOWS
+    return false;
+#else
+    return window_left >= 0 || (!causal && window_right >= 0);
+#endif
+  }
 
   // Without a window exactly mask::causal_window(causal), as before windows.
   DASH_HOST_DEVICE constexpr mask::MaskWindow window() const {
