@@ -35,6 +35,25 @@ dash_attn::VarlenLengths to_lengths(const DashVarlenLengths& l) {
   return {l.total_q, l.total_k, l.cu_seqlens_q, l.cu_seqlens_k, l.seqused_q, l.seqused_k};
 }
 
+// The tensors, dtype and workspace every backward entry point takes, into
+// BackwardArgs or VarlenBackwardArgs (the same member names).
+template <class Args>
+void fill_backward_tensors(Args& a, const char* kFn, int32_t dtype, const DashTensor* q, const DashTensor* k,
+                           const DashTensor* v, const DashTensor* out, const DashTensor* dout, const DashLse* lse,
+                           const DashLse* dlse, const DashTensor* dq, const DashTensor* dk, const DashTensor* dv,
+                           void* workspace, size_t workspace_bytes) {
+  a.dtype = dash_attn::capi::to_dtype(dtype);
+  a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
+  a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
+  a.dout = to_view(required(dout, kFn, "dout"));
+  a.lse = to_lse(required(lse, kFn, "lse"));
+  if (dlse != nullptr) a.dlse = to_lse(*dlse);  // optional
+  a.dq = to_view(required(dq, kFn, "dq")), a.dk = to_view(required(dk, kFn, "dk"));
+  a.dv = to_view(required(dv, kFn, "dv"));
+  a.workspace = workspace;
+  a.workspace_bytes = workspace_bytes;
+}
+
 dash_attn::Options to_options(const DashOptions& o) {
   dash_attn::Options options;
   options.causal = o.causal != 0;
@@ -102,16 +121,7 @@ int dash_backward(const DashShape* shape, int32_t dtype, const DashTensor* q, co
     constexpr const char* kFn = "dash_backward";
     dash_attn::BackwardArgs a;
     a.shape = to_shape(required(shape, kFn, "shape"));
-    a.dtype = dash_attn::capi::to_dtype(dtype);
-    a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
-    a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
-    a.dout = to_view(required(dout, kFn, "dout"));
-    a.lse = to_lse(required(lse, kFn, "lse"));
-    if (dlse != nullptr) a.dlse = to_lse(*dlse);  // optional
-    a.dq = to_view(required(dq, kFn, "dq")), a.dk = to_view(required(dk, kFn, "dk"));
-    a.dv = to_view(required(dv, kFn, "dv"));
-    a.workspace = workspace;
-    a.workspace_bytes = workspace_bytes;
+    fill_backward_tensors(a, kFn, dtype, q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, workspace_bytes);
     dash_attn::backward(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
   });
 }
@@ -134,16 +144,7 @@ int dash_backward_varlen(const DashShape* shape, const DashVarlenLengths* length
     dash_attn::VarlenBackwardArgs a;
     a.shape = to_shape(required(shape, kFn, "shape"));
     a.lengths = to_lengths(required(lengths, kFn, "lengths"));
-    a.dtype = dash_attn::capi::to_dtype(dtype);
-    a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
-    a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
-    a.dout = to_view(required(dout, kFn, "dout"));
-    a.lse = to_lse(required(lse, kFn, "lse"));
-    if (dlse != nullptr) a.dlse = to_lse(*dlse);  // optional
-    a.dq = to_view(required(dq, kFn, "dq")), a.dk = to_view(required(dk, kFn, "dk"));
-    a.dv = to_view(required(dv, kFn, "dv"));
-    a.workspace = workspace;
-    a.workspace_bytes = workspace_bytes;
+    fill_backward_tensors(a, kFn, dtype, q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, workspace_bytes);
     dash_attn::backward_varlen(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
   });
 }
