@@ -41,13 +41,19 @@ void carve(plan::BackwardWorkspace& w, const ProblemShape& s, const Options& opt
   w.total_bytes = cursor;
 }
 
-}  // namespace
-
-plan::BackwardWorkspace plan_backward_workspace(const ProblemShape& s, const Options& options) {
+// The tile shape and the tiles of the longest sequence (all of them at equal lengths).
+plan::BackwardWorkspace tiles_of(const ProblemShape& s) {
   plan::BackwardWorkspace w;
   w.tile = backward_tile(static_cast<int>(s.head_dim));
   w.q_tiles = ceil_div(static_cast<int>(s.seqlen_q), w.tile.block_m);
   w.kv_tiles = ceil_div(static_cast<int>(s.seqlen_k), w.tile.block_n);
+  return w;
+}
+
+}  // namespace
+
+plan::BackwardWorkspace plan_backward_workspace(const ProblemShape& s, const Options& options) {
+  plan::BackwardWorkspace w = tiles_of(s);
   w.accum = plan::AccumulatorTiles{w.q_tiles, w.kv_tiles};
   carve(w, s, options, false);
   return w;
@@ -55,10 +61,7 @@ plan::BackwardWorkspace plan_backward_workspace(const ProblemShape& s, const Opt
 
 plan::BackwardWorkspace plan_backward_varlen_workspace(const ProblemShape& s, const VarlenLengths& lengths,
                                                        const Options& options) {
-  plan::BackwardWorkspace w;
-  w.tile = backward_tile(static_cast<int>(s.head_dim));
-  w.q_tiles = ceil_div(static_cast<int>(s.seqlen_q), w.tile.block_m);
-  w.kv_tiles = ceil_div(static_cast<int>(s.seqlen_k), w.tile.block_n);
+  plan::BackwardWorkspace w = tiles_of(s);
   const int batch = static_cast<int>(s.batch);
   w.accum = plan::AccumulatorTiles{
       plan::AccumulatorTiles::varlen_slots(static_cast<int>(lengths.total_q), batch, w.tile.block_m),

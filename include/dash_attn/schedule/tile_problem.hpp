@@ -39,7 +39,8 @@ struct TileProblem {
   int window_left = -1;
   int window_right = -1;
 
-  DASH_HOST_DEVICE bool has_window() const { return window_left >= 0 || (!causal && window_right >= 0); }
+  // HeadTiles' rule (any sequence's: it reads no length).
+  DASH_HOST_DEVICE bool has_window() const { return HeadTiles{0, 0, 1, 1, causal, window_left, window_right}.has_window(); }
 
   DASH_HOST_DEVICE int group_size() const { return heads_q / heads_kv; }
   DASH_HOST_DEVICE bool is_varlen() const { return cu_seqlens_q != nullptr || cu_seqlens_k != nullptr; }

@@ -35,13 +35,12 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
   auto at = [&](const plan::WorkspaceSlice& slice) { return slice.bytes ? base + slice.offset : nullptr; };
 
   BwdParams<Traits> p;
+  p.schedule = c.schedule;
+  p.problem = c.problem;
   // Varlen: the packed tensors as one sequence of total rows.
-  const bool varlen = c.problem.is_varlen();
-  const int64_t batches = varlen ? 1 : s.batch;
-  const int64_t rows_q = varlen ? c.problem.total_q : s.seqlen_q;
-  const int64_t rows_k = varlen ? c.problem.total_k : s.seqlen_k;
-  auto q_side = [&](const TensorView& t) { return gmem_tensor<Traits>(t, batches, rows_q, s.heads_q); };
-  auto k_side = [&](const TensorView& t) { return gmem_tensor<Traits>(t, batches, rows_k, s.heads_kv); };
+  p.varlen = c.problem.is_varlen();
+  auto q_side = [&](const TensorView& t) { return gmem_tensor<Traits>(t, p.tma_batches(), p.tma_rows_q(), s.heads_q); };
+  auto k_side = [&](const TensorView& t) { return gmem_tensor<Traits>(t, p.tma_batches(), p.tma_rows_k(), s.heads_kv); };
   p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, q_side(a.q), typename Traits::SmemLayoutQStage{});
   p.tma_dout = make_tma_copy(SM90_TMA_LOAD{}, q_side(a.dout), typename Traits::SmemLayoutQStage{});
   p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, k_side(a.k), typename Traits::SmemLayoutK{});
@@ -54,11 +53,8 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
   check_tma_descriptor(p.tma_v, "backward", "v");
   check_tma_descriptor(p.tma_dk, "backward", "dk");
   check_tma_descriptor(p.tma_dv, "backward", "dv");
-  p.schedule = c.schedule;
-  p.problem = c.problem;
-  p.varlen = varlen;
   // Varlen lengths live on the device: the producer's scan finds the end.
-  p.total_items = varlen ? 0 : p.schedule.total_items(c.problem);
+  p.total_items = p.varlen ? 0 : p.schedule.total_items(c.problem);
   p.accum = w.accum;
   p.softmax_scale = c.softmax_scale;
   p.scale_log2 = c.softmax_scale * static_cast<float>(M_LOG2E);
@@ -81,7 +77,7 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
   p.unordered = reinterpret_cast<const int*>(at(w.unordered));
   p.sequence_order = reinterpret_cast<const int*>(at(w.sequence_order));
   // (Varlen runs no wave schedule; its lengths are not on the host anyway.)
-  p.claim_ahead = varlen || p.schedule.required_coresidency(c.problem) <= 1;
+  p.claim_ahead = p.varlen || p.schedule.required_coresidency(c.problem) <= 1;
 
   constexpr auto kernel = &bwd_main_kernel<Traits>;
   allow_dynamic_shared_memory<kernel>(Traits::kSmemBytes);

@@ -67,9 +67,10 @@ struct BwdParams {
   __device__ int first_row_q(int batch) const { return varlen ? problem.rows_q(batch).begin : 0; }
   __device__ int first_row_k(int batch) const { return varlen ? problem.rows_k(batch).begin : 0; }
   __device__ int tma_batch(int batch) const { return varlen ? 0 : batch; }
-  __device__ int tma_rows_q() const { return varlen ? problem.total_q : problem.seqlen_q; }
-  __device__ int tma_rows_k() const { return varlen ? problem.total_k : problem.seqlen_k; }
-  __device__ int tma_batches() const { return varlen ? 1 : problem.batch; }
+  // The TMA tensors' rows and batches (the launch describes the tensors with them too).
+  __host__ __device__ int tma_rows_q() const { return varlen ? problem.total_q : problem.seqlen_q; }
+  __host__ __device__ int tma_rows_k() const { return varlen ? problem.total_k : problem.seqlen_k; }
+  __host__ __device__ int tma_batches() const { return varlen ? 1 : problem.batch; }
 };
 
 }  // namespace dash_attn::sm90::bwd
