@@ -18,6 +18,7 @@
 #include "dash_attn/schedule/resolve.hpp"
 #include "dash_attn/schedule/schedule.hpp"
 #include "dash_attn/schedule/varlen_problem.hpp"
+#include "model_liveness.hpp"
 #include "schedule_test_problems.hpp"
 #include "schedule_trace.hpp"
 #include "simulate.hpp"
@@ -248,21 +249,7 @@ TEST(ScheduleWindow, VarlenTracesCoverTheBandWithPositionRanks) {
   }
 }
 
-// (c) No deadlock for 1..24 workers, dynamic and static claims.
-void expect_live(const model::ScheduleTrace& trace, std::mt19937& rng, const std::string& what) {
-  std::uniform_real_distribution<double> u(0.1, 1.0);
-  model::CostModel cost;
-  cost.compute = u(rng), cost.compute_masked = u(rng), cost.reduce = u(rng), cost.handoff = u(rng);
-  cost.prologue = u(rng), cost.reduce_dkv = u(rng);
-  cost.overlap_reduce = rng() % 2 == 0;
-  const int most = std::min<int>(24, static_cast<int>(trace.items.size()) + 1);
-  for (int workers = 1; workers <= most; ++workers)
-    for (model::Assignment a : {model::Assignment::kDynamic, model::Assignment::kStatic}) {
-      const model::SimResult r = model::simulate(trace, workers, a, cost);
-      ASSERT_FALSE(r.deadlock) << what << ", " << workers << " workers: " << r.deadlock_reason;
-      for (int w : r.item_worker) ASSERT_GE(w, 0) << what;
-    }
-}
+// (c) No deadlock for 1..24 workers, dynamic and static claims: expect_live (model_liveness.hpp).
 
 TEST(ScheduleWindow, LiveWithAnyNumberOfWorkers) {
   std::mt19937 rng(7);

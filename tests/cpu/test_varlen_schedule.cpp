@@ -15,6 +15,7 @@
 
 #include "calibration.hpp"
 #include "lower_bound.hpp"
+#include "model_liveness.hpp"
 #include "dash_attn/schedule/varlen_claim_order.hpp"
 #include "dash_attn/schedule/varlen_problem.hpp"
 #include "simulate.hpp"
@@ -136,22 +137,10 @@ TEST(VarlenSchedule, ASequencesRanksDoNotDependOnTheRestOfTheBatch) {
 
 TEST(VarlenSchedule, LiveWithAnyNumberOfWorkers) {
   std::mt19937 rng(5);
-  std::uniform_real_distribution<double> u(0.1, 1.0);
   for (const Shape& s : shapes())
     for (VarlenClaims claims : {VarlenClaims::kLongestFirst, VarlenClaims::kLongestSequenceFirst, VarlenClaims::kInOrder}) {
       const model::VarlenBatch batch = batch_of(edge_lengths(s.block_m / 2), s);
-      const model::ScheduleTrace trace = model::build_varlen_trace(batch.get(), claims);
-      model::CostModel cost;
-      cost.compute = u(rng), cost.compute_masked = u(rng), cost.reduce = u(rng), cost.handoff = u(rng);
-      cost.prologue = u(rng), cost.reduce_dkv = u(rng);
-      cost.overlap_reduce = rng() % 2 == 0;
-      const int most = std::min<int>(24, static_cast<int>(trace.items.size()) + 1);
-      for (int workers = 1; workers <= most; ++workers)
-        for (model::Assignment a : {model::Assignment::kDynamic, model::Assignment::kStatic}) {
-          const model::SimResult r = model::simulate(trace, workers, a, cost);
-          ASSERT_FALSE(r.deadlock) << workers << " workers: " << r.deadlock_reason;
-          for (int w : r.item_worker) ASSERT_GE(w, 0);
-        }
+      expect_live(model::build_varlen_trace(batch.get(), claims), rng, "varlen");
     }
 }
 

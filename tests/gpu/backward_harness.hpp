@@ -92,6 +92,36 @@ __global__ void count_differences(const T* a, const T* b, int64_t n, unsigned lo
     }
 }
 
+// After a first runner.run(o): `reruns` more runs on the same workspace
+// (outputs poisoned, workspace not), each compared on the device with the
+// first result. `what` names the tensors in the failure message.
+template <class Runner>
+void expect_reruns_bitwise_equal(Runner& runner, const Options& o, int reruns, const char* what) {
+  const DeviceBuffer<uint16_t> first_dq(runner.dq().size()), first_dk(runner.dk().size()), first_dv(runner.dv().size());
+  DASH_TEST_CUDA(cudaMemcpy(first_dq.get(), runner.dq().get(), first_dq.bytes(), cudaMemcpyDeviceToDevice));
+  DASH_TEST_CUDA(cudaMemcpy(first_dk.get(), runner.dk().get(), first_dk.bytes(), cudaMemcpyDeviceToDevice));
+  DASH_TEST_CUDA(cudaMemcpy(first_dv.get(), runner.dv().get(), first_dv.bytes(), cudaMemcpyDeviceToDevice));
+  DeviceBuffer<unsigned long long> differing(2 * reruns);
+  std::vector<unsigned long long> init(2 * reruns);
+  for (int r = 0; r < reruns; ++r) init[2 * r] = 0, init[2 * r + 1] = ~0ull;
+  differing.upload(init);
+  for (int r = 0; r < reruns; ++r) {
+    runner.run(o, nullptr, /*poison_workspace=*/false);
+    unsigned long long* slot = differing.get() + 2 * r;
+    count_differences<<<264, 256>>>(first_dq.get(), runner.dq().get(), first_dq.size(), slot);
+    count_differences<<<264, 256>>>(first_dk.get(), runner.dk().get(), first_dk.size(), slot);
+    count_differences<<<264, 256>>>(first_dv.get(), runner.dv().get(), first_dv.size(), slot);
+  }
+  DASH_TEST_CUDA(cudaDeviceSynchronize());
+  const std::vector<unsigned long long> result = differing.download();
+  int bad_runs = 0;
+  for (int r = 0; r < reruns; ++r)
+    if (result[2 * r] != 0 && bad_runs++ == 0)
+      ADD_FAILURE() << "rerun " << r << ": " << result[2 * r] << " elements differ from run 0 (first flat index "
+                    << result[2 * r + 1] << " of " << what << ")";
+  EXPECT_EQ(bad_runs, 0) << "of " << reruns << " reruns";
+}
+
 // Spins on every SM it gets until *release is set (or ~1 s passes), keeping
 // most SMs busy while a kernel under test runs beside it (launch it with
 // enough dynamic shared memory that one CTA fills an SM).

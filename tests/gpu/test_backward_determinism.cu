@@ -68,30 +68,7 @@ TEST_P(BackwardDeterminism, ThousandRerunsBitwiseEqual) {
   BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
   const Options o = runner.options();
   runner.run(o);
-  const DeviceBuffer<uint16_t> first_dq(runner.dq().size()), first_dk(runner.dk().size()), first_dv(runner.dk().size());
-  DASH_TEST_CUDA(cudaMemcpy(first_dq.get(), runner.dq().get(), first_dq.bytes(), cudaMemcpyDeviceToDevice));
-  DASH_TEST_CUDA(cudaMemcpy(first_dk.get(), runner.dk().get(), first_dk.bytes(), cudaMemcpyDeviceToDevice));
-  DASH_TEST_CUDA(cudaMemcpy(first_dv.get(), runner.dv().get(), first_dv.bytes(), cudaMemcpyDeviceToDevice));
-  constexpr int kReruns = 1000;
-  DeviceBuffer<unsigned long long> differing(2 * kReruns);
-  std::vector<unsigned long long> init(2 * kReruns);
-  for (int r = 0; r < kReruns; ++r) init[2 * r] = 0, init[2 * r + 1] = ~0ull;
-  differing.upload(init);
-  for (int r = 0; r < kReruns; ++r) {
-    runner.run(o, nullptr, /*poison_workspace=*/false);
-    unsigned long long* slot = differing.get() + 2 * r;
-    count_differences<<<264, 256>>>(first_dq.get(), runner.dq().get(), first_dq.size(), slot);
-    count_differences<<<264, 256>>>(first_dk.get(), runner.dk().get(), first_dk.size(), slot);
-    count_differences<<<264, 256>>>(first_dv.get(), runner.dv().get(), first_dv.size(), slot);
-  }
-  DASH_TEST_CUDA(cudaDeviceSynchronize());
-  const std::vector<unsigned long long> result = differing.download();
-  int bad_runs = 0;
-  for (int r = 0; r < kReruns; ++r)
-    if (result[2 * r] != 0 && bad_runs++ == 0)
-      ADD_FAILURE() << "rerun " << r << ": " << result[2 * r] << " elements differ from run 0 (first flat index "
-                    << result[2 * r + 1] << " of dQ, dK or dV)";
-  EXPECT_EQ(bad_runs, 0) << "of " << kReruns << " reruns";
+  expect_reruns_bitwise_equal(runner, o, 1000, "dQ, dK or dV");
 }
 
 // Grid caps: every cap at or above a wave gives the same bits; caps below a

@@ -612,29 +612,7 @@ template <class Element>
 void expect_reruns_equal(VarlenBackwardRunner<Element>& runner, const Options& o, int reruns) {
   runner.run(o);
   EXPECT_EQ(runner.rows_written_outside(), 0) << "rows of no sequence were written";
-  const DeviceBuffer<uint16_t> first_dq(runner.dq().size()), first_dk(runner.dk().size()), first_dv(runner.dv().size());
-  DASH_TEST_CUDA(cudaMemcpy(first_dq.get(), runner.dq().get(), first_dq.bytes(), cudaMemcpyDeviceToDevice));
-  DASH_TEST_CUDA(cudaMemcpy(first_dk.get(), runner.dk().get(), first_dk.bytes(), cudaMemcpyDeviceToDevice));
-  DASH_TEST_CUDA(cudaMemcpy(first_dv.get(), runner.dv().get(), first_dv.bytes(), cudaMemcpyDeviceToDevice));
-  DeviceBuffer<unsigned long long> differing(2 * reruns);
-  std::vector<unsigned long long> init(2 * reruns);
-  for (int r = 0; r < reruns; ++r) init[2 * r] = 0, init[2 * r + 1] = ~0ull;
-  differing.upload(init);
-  for (int r = 0; r < reruns; ++r) {
-    runner.run(o, nullptr, /*poison_workspace=*/false);
-    unsigned long long* slot = differing.get() + 2 * r;
-    testing::count_differences<<<264, 256>>>(first_dq.get(), runner.dq().get(), first_dq.size(), slot);
-    testing::count_differences<<<264, 256>>>(first_dk.get(), runner.dk().get(), first_dk.size(), slot);
-    testing::count_differences<<<264, 256>>>(first_dv.get(), runner.dv().get(), first_dv.size(), slot);
-  }
-  DASH_TEST_CUDA(cudaDeviceSynchronize());
-  const std::vector<unsigned long long> result = differing.download();
-  int bad_runs = 0;
-  for (int r = 0; r < reruns; ++r)
-    if (result[2 * r] != 0 && bad_runs++ == 0)
-      ADD_FAILURE() << "rerun " << r << ": " << result[2 * r] << " elements differ from run 0 (first flat index "
-                    << result[2 * r + 1] << " of packed dQ, dK or dV)";
-  EXPECT_EQ(bad_runs, 0) << "of " << reruns << " reruns";
+  testing::expect_reruns_bitwise_equal(runner, o, reruns, "packed dQ, dK or dV");
 }
 
 void expect_same_packed(const std::vector<uint16_t>& expected, const std::vector<uint16_t>& actual, int64_t rows,
