@@ -11,7 +11,7 @@ import os
 import pathlib
 
 # The header's version; the library must report the same from dash_abi_version().
-DASH_ATTN_ABI_VERSION = 4
+DASH_ATTN_ABI_VERSION = 5
 
 DASH_DTYPE_BF16 = 0
 DASH_DTYPE_FP16 = 1
@@ -75,13 +75,21 @@ class VarlenLengths(ctypes.Structure):
 
 
 class KernelRow(ctypes.Structure):
-    _fields_ = [("pass_", ctypes.c_int32), ("dtype", ctypes.c_int32), ("head_dim", ctypes.c_int32)]
+    """score_mods: 1 for the row with sliding windows, softcap and sinks, 0 for the plain one."""
+    _fields_ = [("pass_", ctypes.c_int32), ("dtype", ctypes.c_int32), ("head_dim", ctypes.c_int32),
+                ("score_mods", ctypes.c_int32)]
 
 
 class Options(ctypes.Structure):
     _fields_ = [("causal", ctypes.c_int32), ("has_softmax_scale", ctypes.c_int32), ("softmax_scale", ctypes.c_float),
                 ("deterministic", ctypes.c_int32), ("schedule", ctypes.c_int32), ("max_ctas", ctypes.c_int32),
-                ("sm_margin", ctypes.c_int32)]
+                ("sm_margin", ctypes.c_int32), ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
+                ("softcap", ctypes.c_float)]
+
+
+class Sinks(ctypes.Structure):
+    """DashSinks: heads_q fp32 device arrays; dsinks null when no gradient is asked for."""
+    _fields_ = [("sinks", ctypes.c_void_p), ("dsinks", ctypes.c_void_p)]
 
 
 _library = None
@@ -105,17 +113,18 @@ def _load():
             raise ImportError(f"dash_attn: cannot load the compiled library {path}: {error}") from error
         _check_abi_version(lib, path)
         ptr = ctypes.POINTER
-        lib.dash_forward.argtypes = [ptr(Shape), ctypes.c_int32] + [ptr(Tensor)] * 4 + [ptr(Lse), ptr(Options),
-                                                                                    ctypes.c_void_p]
+        lib.dash_forward.argtypes = ([ptr(Shape), ctypes.c_int32] + [ptr(Tensor)] * 4 +
+                                     [ptr(Lse), ptr(Sinks), ptr(Options), ctypes.c_void_p])
         lib.dash_forward_varlen.argtypes = ([ptr(Shape), ptr(VarlenLengths), ctypes.c_int32] + [ptr(Tensor)] * 4 +
-                                            [ptr(Lse), ptr(Options), ctypes.c_void_p])
+                                            [ptr(Lse), ptr(Sinks), ptr(Options), ctypes.c_void_p])
         lib.dash_backward.argtypes = ([ptr(Shape), ctypes.c_int32] + [ptr(Tensor)] * 5 + [ptr(Lse)] * 2 +
-                                      [ptr(Tensor)] * 3 + [ctypes.c_void_p, ctypes.c_size_t, ptr(Options),
-                                                           ctypes.c_void_p])
+                                      [ptr(Tensor)] * 3 + [ctypes.c_void_p, ctypes.c_size_t, ptr(Sinks),
+                                                           ptr(Options), ctypes.c_void_p])
         lib.dash_backward_workspace_size.argtypes = [ptr(Shape), ptr(Options), ptr(ctypes.c_size_t)]
         lib.dash_backward_varlen.argtypes = ([ptr(Shape), ptr(VarlenLengths), ctypes.c_int32] + [ptr(Tensor)] * 5 +
                                              [ptr(Lse)] * 2 + [ptr(Tensor)] * 3 +
-                                             [ctypes.c_void_p, ctypes.c_size_t, ptr(Options), ctypes.c_void_p])
+                                             [ctypes.c_void_p, ctypes.c_size_t, ptr(Sinks), ptr(Options),
+                                              ctypes.c_void_p])
         lib.dash_backward_varlen_workspace_size.argtypes = [ptr(Shape), ptr(VarlenLengths), ptr(Options),
                                                             ptr(ctypes.c_size_t)]
         lib.dash_last_error.restype = ctypes.c_char_p
@@ -146,23 +155,26 @@ _compiled = None
 
 
 def compiled_kernels():
-    """The kernel table rows the loaded library compiled: [(pass, dtype, head_dim)] as DASH_* codes."""
+    """The kernel table rows the loaded library compiled: [(pass, dtype, head_dim, score_mods)], pass and
+    dtype as DASH_* codes, score_mods 1 for the rows with windows, softcap and sinks."""
     global _compiled
     if _compiled is None:
         lib = _load()
         count = lib.dash_compiled_kernels(None, 0)
         rows = (KernelRow * count)()
         lib.dash_compiled_kernels(rows, count)
-        _compiled = [(row.pass_, row.dtype, row.head_dim) for row in rows]
+        _compiled = [(row.pass_, row.dtype, row.head_dim, row.score_mods) for row in rows]
     return _compiled
 
 
 @functools.lru_cache(maxsize=None)
 def compiled_head_dims(dtype_name, pass_code=DASH_PASS_FORWARD):
     """Head dims compiled for a dtype ('torch.bfloat16' / 'torch.float16') and
-    pass; asked on every call, so kept once computed (the library never changes)."""
+    pass, in either variant (plain or score mods: the library names a missing
+    variant itself); asked on every call, so kept once computed (the library
+    never changes)."""
     code = DASH_DTYPE_BF16 if dtype_name == "torch.bfloat16" else DASH_DTYPE_FP16
-    return tuple(d for p, t, d in compiled_kernels() if p == pass_code and t == code)
+    return tuple(sorted({d for p, t, d, _ in compiled_kernels() if p == pass_code and t == code}))
 
 
 def _raise_on_error(code):
@@ -171,12 +183,22 @@ def _raise_on_error(code):
         raise ERROR_EXCEPTIONS.get(code, RuntimeError)(message)
 
 
-def make_options(causal, softmax_scale, deterministic, schedule, max_ctas=0, sm_margin=0):
+def make_options(causal, softmax_scale, deterministic, schedule, max_ctas=0, sm_margin=0, window_left=-1,
+                 window_right=-1, softcap=0.0):
+    """DashOptions; window_left/right: FlashAttention's window_size (-1: unbounded), softcap 0: off."""
     if schedule not in SCHEDULE_CODES:
         raise ValueError(f"dash_attn: argument 'schedule': expected one of {', '.join(SCHEDULE_CODES)}, "
                          f"got {schedule!r}")
     return Options(int(causal), int(softmax_scale is not None), float(softmax_scale or 0.0), int(deterministic),
-                   SCHEDULE_CODES[schedule], max_ctas, sm_margin)
+                   SCHEDULE_CODES[schedule], max_ctas, sm_margin, int(window_left), int(window_right), float(softcap))
+
+
+def sinks_of(sinks, dsinks=None):
+    """A DashSinks pointer for the compute calls, or None (null) without sinks.
+    sinks / dsinks: contiguous (heads_q,) float32 device tensors, or None."""
+    if sinks is None:
+        return None
+    return ctypes.byref(Sinks(sinks.data_ptr(), dsinks.data_ptr() if dsinks is not None else None))
 
 
 def shape_of(q, k):
@@ -196,9 +218,10 @@ def dtype_code(t):
     return DASH_DTYPE_BF16 if str(t.dtype) == "torch.bfloat16" else DASH_DTYPE_FP16
 
 
-def forward(q, k, v, out, lse, options, stream):
+def forward(q, k, v, out, lse, options, stream, sinks=None):
     _raise_on_error(_load().dash_forward(ctypes.byref(shape_of(q, k)), dtype_code(q), *(
-        ctypes.byref(tensor_of(t)) for t in (q, k, v, out)), ctypes.byref(lse_of(lse)), ctypes.byref(options), stream))
+        ctypes.byref(tensor_of(t)) for t in (q, k, v, out)), ctypes.byref(lse_of(lse)), sinks_of(sinks),
+        ctypes.byref(options), stream))
 
 
 def varlen_problem(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k):
@@ -223,13 +246,14 @@ def packed_lse_of(lse):
 
 
 def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, out, lse,
-                   options, stream):
+                   options, stream, sinks=None):
     """q, k, v, out packed (total, heads, head_dim); lse (heads_q, total_q)."""
     shape, lengths = varlen_problem(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
                                     max_seqlen_k)
     tensors = [ctypes.byref(packed_tensor_of(t)) for t in (q, k, v, out)]
     _raise_on_error(_load().dash_forward_varlen(ctypes.byref(shape), ctypes.byref(lengths), dtype_code(q), *tensors,
-                                                ctypes.byref(packed_lse_of(lse)), ctypes.byref(options), stream))
+                                                ctypes.byref(packed_lse_of(lse)), sinks_of(sinks),
+                                                ctypes.byref(options), stream))
 
 
 def backward_workspace_size(q, k, options):
@@ -239,14 +263,15 @@ def backward_workspace_size(q, k, options):
     return size.value
 
 
-def backward(q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, options, stream):
-    """dlse: the gradient of lse (same layout) or None."""
+def backward(q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, options, stream, sinks=None, dsinks=None):
+    """dlse: the gradient of lse (same layout) or None; sinks: the forward's,
+    or None; dsinks: their gradient, written (None: not computed)."""
     tensors = [ctypes.byref(tensor_of(t)) for t in (q, k, v, out, dout)]
     grads = [ctypes.byref(tensor_of(t)) for t in (dq, dk, dv)]
     dlse_struct = ctypes.byref(lse_of(dlse)) if dlse is not None else None
     _raise_on_error(_load().dash_backward(ctypes.byref(shape_of(q, k)), dtype_code(q), *tensors,
                                           ctypes.byref(lse_of(lse)), dlse_struct, *grads, workspace.data_ptr(),
-                                          workspace.numel(), ctypes.byref(options), stream))
+                                          workspace.numel(), sinks_of(sinks, dsinks), ctypes.byref(options), stream))
 
 
 def backward_varlen_workspace_size(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
@@ -260,9 +285,9 @@ def backward_varlen_workspace_size(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, 
 
 
 def backward_varlen(q, k, v, out, dout, lse, dlse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
-                    max_seqlen_k, dq, dk, dv, workspace, options, stream):
+                    max_seqlen_k, dq, dk, dv, workspace, options, stream, sinks=None, dsinks=None):
     """forward_varlen's layout: dout, dq, dk, dv packed like out, q, k, v; dlse
-    like lse, or None."""
+    like lse, or None; sinks and dsinks as backward's."""
     shape, lengths = varlen_problem(q, k, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
                                     max_seqlen_k)
     tensors = [ctypes.byref(packed_tensor_of(t)) for t in (q, k, v, out, dout)]
@@ -270,5 +295,5 @@ def backward_varlen(q, k, v, out, dout, lse, dlse, cu_seqlens_q, cu_seqlens_k, s
     dlse_struct = ctypes.byref(packed_lse_of(dlse)) if dlse is not None else None
     _raise_on_error(_load().dash_backward_varlen(ctypes.byref(shape), ctypes.byref(lengths), dtype_code(q), *tensors,
                                                  ctypes.byref(packed_lse_of(lse)), dlse_struct, *grads,
-                                                 workspace.data_ptr(), workspace.numel(), ctypes.byref(options),
-                                                 stream))
+                                                 workspace.data_ptr(), workspace.numel(), sinks_of(sinks, dsinks),
+                                                 ctypes.byref(options), stream))

@@ -95,12 +95,72 @@ def test_ctypes_structs_match_the_header_layouts():
     """Every struct of the header has its ctypes twin (DashX <-> library.X) with
     the same fields in the same order and types, so both sides agree on offsets."""
     structs = header_structs()
-    assert {"DashShape", "DashTensor", "DashLse", "DashOptions", "DashVarlenLengths", "DashKernelRow"} <= set(structs)
+    assert {"DashShape", "DashTensor", "DashLse", "DashOptions", "DashVarlenLengths", "DashKernelRow",
+            "DashSinks"} <= set(structs)
     for name, fields in structs.items():
         twin = getattr(library, name[len("Dash"):])
         # KernelRow spells C's `pass` as pass_ (a Python keyword).
         assert [(field.rstrip("_"), kind) for field, kind in twin._fields_] == \
             [(field, _C_TYPES[kind]) for field, kind in fields], name
+
+
+def test_ctypes_offsets_and_sizes_equal_the_c_compilers(tmp_path):
+    """The C compiler's offsetof/sizeof of every field of every header struct
+    equal ctypes' (padding included: DashOptions' trailing float after the
+    int32 window, DashSinks' two pointers)."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    structs = header_structs()
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "dash_attn/c_api.h"', "int main(void) {"]
+    for name, fields in structs.items():
+        lines.append(f'  printf("{name} sizeof %zu\\n", sizeof({name}));')
+        lines += [f'  printf("{name} {field} %zu\\n", offsetof({name}, {field}));' for field, _ in fields]
+    lines += ["  return 0;", "}"]
+    source = tmp_path / "layout.c"
+    source.write_text("\n".join(lines) + "\n")
+    binary = tmp_path / "layout"
+    subprocess.run([compiler, "-I", str(_root / "include"), "-o", str(binary), str(source)], check=True)
+    printed = dict(line.rsplit(" ", 1) for line in subprocess.run([str(binary)], check=True, capture_output=True,
+                                                                  text=True).stdout.splitlines())
+    for name, fields in structs.items():
+        twin = getattr(library, name[len("Dash"):])
+        assert int(printed[f"{name} sizeof"]) == ctypes.sizeof(twin), name
+        for (field, _), (python_field, _) in zip(fields, twin._fields_):
+            assert int(printed[f"{name} {field}"]) == getattr(twin, python_field).offset, f"{name}.{field}"
+
+
+def test_options_and_sinks_carry_window_softcap_and_pointers():
+    options = library.make_options(True, 0.5, True, "descending", sm_margin=2, window_left=128, window_right=0,
+                                   softcap=30.0)
+    assert (options.window_left, options.window_right, options.softcap, options.sm_margin) == (128, 0, 30.0, 2)
+    default = library.make_options(False, None, True, "auto")
+    assert (default.window_left, default.window_right, default.softcap) == (-1, -1, 0.0)
+    assert library.sinks_of(None) is None
+
+    class Pointer:
+        def __init__(self, address):
+            self.address = address
+
+        def data_ptr(self):
+            return self.address
+
+    sinks = library.sinks_of(Pointer(4096), Pointer(8192))._obj
+    assert (sinks.sinks, sinks.dsinks) == (4096, 8192)
+    assert library.sinks_of(Pointer(4096))._obj.dsinks is None
+
+
+def test_compute_functions_take_the_sinks_right_before_the_options(tmp_path, load_with):
+    """The argtypes ctypes converts with: a DashSinks pointer before DashOptions in all four calls."""
+    lib = load_with(_fake_library(tmp_path, library.DASH_ATTN_ABI_VERSION))
+    sinks, options = ctypes.POINTER(library.Sinks), ctypes.POINTER(library.Options)
+    header = re.sub(r"/\*.*?\*/", "", _header.read_text(), flags=re.S)
+    for function in ("dash_forward", "dash_forward_varlen", "dash_backward", "dash_backward_varlen"):
+        argtypes = getattr(lib, function).argtypes
+        assert argtypes[-3:] == [sinks, options, ctypes.c_void_p], function
+        declared = re.search(rf"\b{function}\s*\((.*?)\)\s*;", header, flags=re.S).group(1).split(",")
+        assert len(declared) == len(argtypes), function
+        assert "DashSinks" in declared[-3] and "DashOptions" in declared[-2], function
 
 
 def _fake_library(tmp_path, version):
