@@ -10,10 +10,10 @@ VARLEN_SCHEDULES = ("atomic", "fa3", "descending", "auto")
 
 # FlashAttention keyword arguments (FA2's and FA3's) with the value that means
 # "feature off". Any other value asks for a feature dash_attn does not have yet.
+# (window_size, softcap and learnable_sink are honoured: check_window,
+# check_softcap, check_sinks.)
 UNSUPPORTED_FEATURES = {
     "dropout_p": 0.0,
-    "window_size": (-1, -1),
-    "softcap": 0.0,
     "alibi_slopes": None,
     "qv": None,
     "q_descale": None,
@@ -54,6 +54,61 @@ def _is_off(name, value):
     if isinstance(off, tuple):
         return tuple(value) == off
     return value == off
+
+
+def check_window(function, window_size):
+    """FlashAttention's window_size = (left, right) as two ints; -1 (or FA4's
+    None) is unbounded on that side. Returns (left, right)."""
+    if isinstance(window_size, (str, bytes)) or not hasattr(window_size, "__len__") or len(window_size) != 2:
+        raise ValueError(f"dash_attn.{function}: argument 'window_size': expected (left, right), two ints >= -1 "
+                         f"(-1: unbounded), got {window_size!r}")
+    sides = []
+    for name, value in zip(("left", "right"), window_size):
+        if value is None:
+            value = -1
+        if not isinstance(value, int) or isinstance(value, bool) or value < -1:
+            raise ValueError(f"dash_attn.{function}: argument 'window_size': expected (left, right), two ints >= -1 "
+                             f"(-1: unbounded), got {name} = {value!r}")
+        sides.append(value)
+    return tuple(sides)
+
+
+def check_softcap(function, softcap):
+    """softcap: a finite number >= 0 (0, or None, is off). Returns a float."""
+    import math
+
+    if softcap is None:
+        return 0.0
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap) or softcap < 0:
+        raise ValueError(f"dash_attn.{function}: argument 'softcap': expected a finite number >= 0 (0: off), "
+                         f"got {softcap!r}")
+    return float(softcap)
+
+
+# Sink dtypes accepted: float32 is what the kernels read; bf16 and fp16 (FA4
+# takes bf16 sinks, transformers casts them to the activations' dtype) are
+# converted to float32 on the way in, with the gradient flowing back.
+SINK_DTYPES = ("torch.float32", "torch.bfloat16", "torch.float16")
+
+
+def check_sinks(function, sinks, q, heads_dim=2, name="learnable_sink"):
+    """Learnable attention sinks: None, or a (heads_q,) floating tensor on q's
+    device (q's heads along dimension heads_dim)."""
+    if sinks is None:
+        return
+    if not hasattr(sinks, "shape") or not hasattr(sinks, "dtype"):
+        raise TypeError(f"dash_attn.{function}: argument '{name}': expected a torch.Tensor or None, "
+                        f"got {type(sinks).__name__}")
+    heads_q = q.shape[heads_dim]
+    if tuple(sinks.shape) != (heads_q,):
+        raise ValueError(f"dash_attn.{function}: argument '{name}': expected shape ({heads_q},) (one logit per "
+                         f"query head), got {tuple(sinks.shape)}")
+    if str(sinks.dtype) not in SINK_DTYPES:
+        raise TypeError(f"dash_attn.{function}: argument '{name}': expected dtype torch.float32 (or torch.bfloat16, "
+                        f"torch.float16), got {sinks.dtype}")
+    if sinks.device != q.device:
+        raise ValueError(f"dash_attn.{function}: argument '{name}': expected device {q.device} like q, "
+                         f"got {sinks.device}")
 
 
 def check_sm_margin(function, sm_margin):

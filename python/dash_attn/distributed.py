@@ -184,7 +184,7 @@ class _RingAttention(torch.autograd.Function):
             if step + 1 < ring.size:
                 kv_next, kv_works = ring.shift(kv)
             rows, cols, block_causal = _blocks(ring.rank, ring.source(step), causal, seqlen)
-            part_dq, part_dk, part_dv = ops.bwd(
+            part_dq, part_dk, part_dv, _ = ops.bwd(
                 dout[:, rows].contiguous(), dlse[:, :, rows].contiguous() if dlse is not None else None,
                 q[:, rows].contiguous(), kv[0][:, cols].contiguous(), kv[1][:, cols].contiguous(),
                 out[:, rows].contiguous(), lse[:, :, rows].contiguous(), scale, block_causal, deterministic,

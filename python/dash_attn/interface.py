@@ -8,8 +8,8 @@ import math
 import torch
 
 from . import _library, ops
-from ._checks import (HINTS, check_qkv, check_sm_margin, check_unsupported, check_varlen_schedule,
-                      resolve_deterministic)
+from ._checks import (HINTS, check_qkv, check_sinks, check_sm_margin, check_softcap, check_unsupported,
+                      check_varlen_schedule, check_window, resolve_deterministic)
 
 # FlashAttention-3 keywords flash_attn_func accepts beside FA2's, with their "off" value.
 FA3_KEYWORDS = {"qv": None, "q_descale": None, "k_descale": None, "v_descale": None, "attention_chunk": 0,
@@ -17,16 +17,30 @@ FA3_KEYWORDS = {"qv": None, "q_descale": None, "k_descale": None, "v_descale": N
 
 
 def attention(function, q, k, v, softmax_scale=None, causal=False, deterministic=True, schedule="auto", sm_margin=0,
-              **features):
+              window_size=(-1, -1), softcap=0.0, learnable_sink=None, **features):
     """(out, lse) after every check; features are FlashAttention keywords that
-    must hold their "off" value (check_unsupported) or are hints (HINTS)."""
+    must hold their "off" value (check_unsupported) or are hints (HINTS).
+    window_size, softcap and learnable_sink are honoured (check_window,
+    check_softcap, check_sinks)."""
     check_unsupported(function, **{name: value for name, value in features.items() if name not in HINTS})
     check_qkv(function, q, k, v, _library.compiled_head_dims)
     check_sm_margin(function, sm_margin)
+    options = _mask_options(function, q, window_size, softcap, learnable_sink, heads_dim=2)
     deterministic, schedule = resolve_deterministic(function, deterministic, schedule,
                                                     torch.are_deterministic_algorithms_enabled())
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    return ops.fwd(q, k, v, float(scale), bool(causal), bool(deterministic), schedule, sm_margin)
+    return ops.fwd(q, k, v, float(scale), bool(causal), bool(deterministic), schedule, sm_margin, *options)
+
+
+def _mask_options(function, q, window_size, softcap, learnable_sink, heads_dim):
+    """(window_left, window_right, softcap, sinks) as the ops take them: the
+    sinks as float32 (a differentiable cast: their gradient reaches a bf16 or
+    fp16 parameter), or None."""
+    left, right = check_window(function, window_size)
+    softcap = check_softcap(function, softcap)
+    check_sinks(function, learnable_sink, q, heads_dim)
+    sinks = learnable_sink.to(torch.float32) if learnable_sink is not None else None
+    return left, right, softcap, sinks
 
 
 def check_varlen(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k):
@@ -88,11 +102,13 @@ def _check_int32_array(function, name, t, device, entries=None):
 
 
 def varlen_attention(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-                     softmax_scale=None, causal=False, deterministic=True, schedule="auto", sm_margin=0, **features):
+                     softmax_scale=None, causal=False, deterministic=True, schedule="auto", sm_margin=0,
+                     window_size=(-1, -1), softcap=0.0, learnable_sink=None, **features):
     """attention() for a variable-length batch: (out, lse), lse (heads_q, total_q)."""
     check_unsupported(function, **{name: value for name, value in features.items() if name not in HINTS})
     check_varlen(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k)
     check_sm_margin(function, sm_margin)
+    options = _mask_options(function, q, window_size, softcap, learnable_sink, heads_dim=1)
     check_varlen_schedule(function, schedule)
     deterministic, schedule = resolve_deterministic(function, deterministic, schedule,
                                                     torch.are_deterministic_algorithms_enabled())
@@ -100,7 +116,7 @@ def varlen_attention(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, s
         schedule = "atomic"  # what 'auto' means without determinism, named for the varlen backward
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     return ops.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-                          float(scale), bool(causal), bool(deterministic), schedule, sm_margin)
+                          float(scale), bool(causal), bool(deterministic), schedule, sm_margin, *options)
 
 
 def fa3_keywords(function, kwargs):
@@ -112,19 +128,24 @@ def fa3_keywords(function, kwargs):
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     alibi_slopes=None, deterministic=True, return_attn_probs=False, *, schedule="auto",
-                    return_lse=False, **kwargs):
+                    return_lse=False, learnable_sink=None, **kwargs):
     """Drop-in for flash_attn.flash_attn_func (FA2's order; FA3's keywords
     accepted): q (batch, seqlen_q, heads_q, head_dim), k and v (batch, seqlen_k,
     heads_kv, head_dim), bf16 or fp16 on an sm_90 GPU. Differences: deterministic
     defaults to True, and schedule= picks the deterministic backward schedule
     ('auto', 'fa3', 'descending', 'shift', 'symmetric_shift'; 'atomic' with
     deterministic=False). sm_margin= leaves SMs to other kernels; pack_gqa= and
-    num_splits= are accepted hints. Returns out; (out, lse, None) with
+    num_splits= are accepted hints. window_size=(left, right) is FlashAttention's
+    sliding window (-1 or None: unbounded; bottom-right aligned; causal means
+    right = 0), softcap > 0 caps the scores (softcap * tanh(s / softcap)),
+    learnable_sink= (FA4's name) a (heads_q,) tensor of per-head sink logits
+    (float32; bf16/fp16 are converted) that join every row's softmax
+    denominator and get a gradient. Returns out; (out, lse, None) with
     return_attn_probs=True (FA2); (out, lse) with return_lse=True (FA4). lse
     carries a gradient."""
     out, lse = attention("flash_attn_func", q, k, v, softmax_scale, causal, deterministic, schedule,
-                         dropout_p=dropout_p, window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,
-                         **fa3_keywords("flash_attn_func", kwargs))
+                         window_size=window_size, softcap=softcap, learnable_sink=learnable_sink,
+                         dropout_p=dropout_p, alibi_slopes=alibi_slopes, **fa3_keywords("flash_attn_func", kwargs))
     if return_lse:
         return out, lse
     return (out, lse, None) if return_attn_probs else out
@@ -133,7 +154,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                            deterministic=True, return_attn_probs=False, *, seqused_q=None, seqused_k=None,
-                           schedule="auto", sm_margin=0, return_lse=False, **fa3_kwargs):
+                           schedule="auto", sm_margin=0, return_lse=False, learnable_sink=None, **fa3_kwargs):
     """Drop-in for flash_attn.flash_attn_varlen_func (FA2's order; FA3's
     keywords, seqused_q= and seqused_k= accepted): q (total_q, heads_q,
     head_dim), k and v (total_k, heads_kv, head_dim), the sequences packed
@@ -144,16 +165,19 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     per sequence do not depend on what else is packed; schedule= 'auto',
     'fa3', 'descending' ('atomic' with deterministic=False; the wave schedules
     'shift' and 'symmetric_shift' are fixed-length only). Rows outside every
-    sequence's used length get zero gradients. Returns out; (out, lse, None)
-    with return_attn_probs=True; (out, lse) with return_lse=True; lse is
-    (heads_q, total_q)."""
+    sequence's used length get zero gradients. window_size, softcap and
+    learnable_sink as flash_attn_func's (the window bottom-right aligned per
+    sequence; the sinks' gradient sums over every sequence). Returns out;
+    (out, lse, None) with return_attn_probs=True; (out, lse) with
+    return_lse=True; lse is (heads_q, total_q)."""
     if hasattr(dropout_p, "shape"):  # FA3's order takes seqused_q where FA2's takes dropout_p
         raise TypeError("dash_attn.flash_attn_varlen_func: argument 'dropout_p': got a tensor; for FA3's order "
                         "(seqused_q 8th) use dash_attn.flash_attn_interface.flash_attn_varlen_func or seqused_q=")
     out, lse = varlen_attention("flash_attn_varlen_func", q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
                                 max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, schedule, sm_margin,
-                                dropout_p=dropout_p, window_size=window_size, softcap=softcap,
-                                alibi_slopes=alibi_slopes, **fa3_keywords("flash_attn_varlen_func", fa3_kwargs))
+                                window_size=window_size, softcap=softcap, learnable_sink=learnable_sink,
+                                dropout_p=dropout_p, alibi_slopes=alibi_slopes,
+                                **fa3_keywords("flash_attn_varlen_func", fa3_kwargs))
     if return_lse:
         return out, lse
     return (out, lse, None) if return_attn_probs else out

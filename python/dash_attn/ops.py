@@ -3,7 +3,13 @@ torch.compile (fake implementations give shapes), autograd registered through
 the op (gradients of out and of lse), workspace from torch's caching allocator
 and the current stream used, so CUDA-graph capture works. The variable-length
 forward and backward (fwd_varlen, bwd_varlen) are ops of their own, with the
-same autograd: gradients of out and lse reach q, k, v (the length arrays get none)."""
+same autograd: gradients of out and lse reach q, k, v (the length arrays get none).
+
+Every op takes FlashAttention's sliding window (window_left, window_right; -1
+unbounded), softcap (0: off) and optional learnable sinks (a contiguous
+(heads_q,) float32 tensor on q's device) as trailing arguments with "off"
+defaults. The backward ops return a fourth tensor, the sinks' gradient:
+(heads_q,) float32 when sinks_grad is True, else an empty (0,) tensor."""
 
 from typing import Optional
 
@@ -25,18 +31,39 @@ def _readable(t):
 
 @torch.library.custom_op("dash_attn::fwd", mutates_args=(), device_types="cuda")
 def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
-        deterministic: bool, schedule: str, sm_margin: int) -> tuple[torch.Tensor, torch.Tensor]:
+        deterministic: bool, schedule: str, sm_margin: int, window_left: int = -1, window_right: int = -1,
+        softcap: float = 0.0, sinks: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, v = (_readable(t) for t in (q, k, v))
     batch, seqlen_q, heads_q, _ = q.shape
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty((batch, heads_q, seqlen_q), dtype=torch.float32, device=q.device)
-    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin)
-    _library.forward(q, k, v, out, lse, options, _stream(q.device))
+    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin,
+                                    window_left=window_left, window_right=window_right, softcap=softcap)
+    _library.forward(q, k, v, out, lse, options, _stream(q.device), _sinks(sinks))
     return out, lse
 
 
+def _sinks(sinks):
+    """The sinks as the library reads them: a contiguous float32 array, or None."""
+    return sinks.contiguous() if sinks is not None else None
+
+
+def _dsinks(sinks, sinks_grad, device):
+    """The sinks' gradient buffer (the kernel overwrites it) and what the op
+    returns: (heads_q,) float32, or an empty tensor when none is asked for."""
+    if sinks is not None and sinks_grad:
+        buffer = torch.empty(sinks.shape, dtype=torch.float32, device=device)
+        return buffer, buffer
+    return None, torch.empty((0,), dtype=torch.float32, device=device)
+
+
+def _fake_dsinks(q, sinks, sinks_grad):
+    return q.new_empty(sinks.shape if sinks is not None and sinks_grad else (0,), dtype=torch.float32)
+
+
 @fwd.register_fake
-def _(q, k, v, softmax_scale, causal, deterministic, schedule, sm_margin):
+def _(q, k, v, softmax_scale, causal, deterministic, schedule, sm_margin, window_left=-1, window_right=-1,
+      softcap=0.0, sinks=None):
     batch, seqlen_q, heads_q, _ = q.shape
     return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(
         (batch, heads_q, seqlen_q), dtype=torch.float32)
@@ -45,38 +72,67 @@ def _(q, k, v, softmax_scale, causal, deterministic, schedule, sm_margin):
 @torch.library.custom_op("dash_attn::bwd", mutates_args=(), device_types="cuda")
 def bwd(dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         out: torch.Tensor, lse: torch.Tensor, softmax_scale: float, causal: bool, deterministic: bool, schedule: str,
-        sm_margin: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dlse: the gradient of lse, or None when lse was not used."""
+        sm_margin: int, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+        sinks: Optional[torch.Tensor] = None, sinks_grad: bool = False
+        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dlse: the gradient of lse, or None when lse was not used. Returns dq,
+    dk, dv and dsinks ((0,) unless sinks_grad)."""
     dout, q, k, v = (_readable(t) for t in (dout, q, k, v))
     if dlse is not None:
         dlse = dlse.contiguous()
+    sinks = _sinks(sinks)
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
-    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin)
+    dsinks, dsinks_out = _dsinks(sinks, sinks_grad, q.device)
+    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin,
+                                    window_left=window_left, window_right=window_right, softcap=softcap)
     workspace = torch.empty(_library.backward_workspace_size(q, k, options), dtype=torch.uint8, device=q.device)
-    _library.backward(q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, options, _stream(q.device))
-    return dq, dk, dv
+    _library.backward(q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, options, _stream(q.device), sinks,
+                      dsinks)
+    return dq, dk, dv, dsinks_out
 
 
 @bwd.register_fake
-def _(dout, dlse, q, k, v, out, lse, softmax_scale, causal, deterministic, schedule, sm_margin):
-    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+def _(dout, dlse, q, k, v, out, lse, softmax_scale, causal, deterministic, schedule, sm_margin, window_left=-1,
+      window_right=-1, softcap=0.0, sinks=None, sinks_grad=False):
+    dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+    return dq, dk, dv, _fake_dsinks(q, sinks, sinks_grad)
+
+
+# Where the sinks are among fwd's inputs (for needs_input_grad).
+_FWD_SINKS = 11
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, softmax_scale, causal, deterministic, schedule, sm_margin = inputs
+    q, k, v, softmax_scale, causal, deterministic, schedule, sm_margin, window_left, window_right, softcap, sinks = \
+        _with_defaults(inputs, 8)
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse)
-    ctx.settings = (softmax_scale, causal, deterministic, schedule, sm_margin)
+    ctx.save_for_backward(q, k, v, out, lse, sinks)
+    ctx.settings = (softmax_scale, causal, deterministic, schedule, sm_margin, window_left, window_right, softcap)
     # An unused output's gradient arrives as None, not as zeros to read.
     ctx.set_materialize_grads(False)
 
 
+def _with_defaults(inputs, required):
+    """The op's inputs with the trailing window/softcap/sinks defaults filled in
+    (a caller may leave them out)."""
+    defaults = (-1, -1, 0.0, None)
+    return tuple(inputs) + defaults[len(inputs) - required:]
+
+
+def _sinks_grad(ctx, index):
+    """Whether the sinks (input `index`) need a gradient; torch may leave
+    defaulted trailing inputs out of needs_input_grad."""
+    return index < len(ctx.needs_input_grad) and ctx.needs_input_grad[index]
+
+
 def _backward(ctx, dout, dlse):
-    q, k, v, out, lse = ctx.saved_tensors
+    q, k, v, out, lse, sinks = ctx.saved_tensors
     if dout is None:  # only lse was used
         dout = torch.zeros_like(out)
-    dq, dk, dv = bwd(dout, dlse, q, k, v, out, lse, *ctx.settings)
-    return dq, dk, dv, None, None, None, None, None
+    sinks_grad = sinks is not None and _sinks_grad(ctx, _FWD_SINKS)
+    dq, dk, dv, dsinks = bwd(dout, dlse, q, k, v, out, lse, *ctx.settings, sinks, sinks_grad)
+    grads = (dq, dk, dv) + (None,) * 8 + (dsinks if sinks_grad else None,)
+    return grads[:len(ctx.needs_input_grad)]
 
 
 fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -86,7 +142,8 @@ fwd.register_autograd(_backward, setup_context=_setup_context)
 def fwd_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                cu_seqlens_k: torch.Tensor, seqused_q: Optional[torch.Tensor], seqused_k: Optional[torch.Tensor],
                max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool, deterministic: bool,
-               schedule: str, sm_margin: int) -> tuple[torch.Tensor, torch.Tensor]:
+               schedule: str, sm_margin: int, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+               sinks: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A variable-length batch: q (total_q, heads_q, head_dim), k and v
     (total_k, heads_kv, head_dim); lse (heads_q, total_q). deterministic and
     schedule are the backward's (kept for it by autograd)."""
@@ -102,15 +159,16 @@ def fwd_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
         out = torch.zeros_like(q, memory_format=torch.contiguous_format)
         lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=torch.float32, device=q.device)
     # The forward has one schedule of its own: the backward's choice is not sent to it.
-    options = _library.make_options(causal, softmax_scale, True, "auto", sm_margin=sm_margin)
+    options = _library.make_options(causal, softmax_scale, True, "auto", sm_margin=sm_margin, window_left=window_left,
+                                    window_right=window_right, softcap=softcap)
     _library.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, out,
-                            lse, options, _stream(q.device))
+                            lse, options, _stream(q.device), _sinks(sinks))
     return out, lse
 
 
 @fwd_varlen.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-      deterministic, schedule, sm_margin):
+      deterministic, schedule, sm_margin, window_left=-1, window_right=-1, softcap=0.0, sinks=None):
     return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty((q.shape[1], q.shape[0]),
                                                                                    dtype=torch.float32)
 
@@ -125,9 +183,11 @@ def bwd_varlen(dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor
                out: torch.Tensor, lse: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                seqused_q: Optional[torch.Tensor], seqused_k: Optional[torch.Tensor], max_seqlen_q: int,
                max_seqlen_k: int, softmax_scale: float, causal: bool, deterministic: bool, schedule: str,
-               sm_margin: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               sm_margin: int, window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+               sinks: Optional[torch.Tensor] = None, sinks_grad: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """fwd_varlen's backward in its layout; dlse: the gradient of lse, or None
-    when lse was not used."""
+    when lse was not used. Returns dq, dk, dv and dsinks ((0,) unless sinks_grad)."""
     dout, q, k, v, out = (_readable(t) for t in (dout, q, k, v, out))
     lse = lse.contiguous()
     if dlse is not None:
@@ -136,38 +196,50 @@ def bwd_varlen(dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor
     # Rows outside every sequence's used length are not written by the kernel:
     # zeros there, the gradient of a row no sequence reads.
     dq, dk, dv = (torch.zeros_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
-    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin)
+    sinks = _sinks(sinks)
+    dsinks, dsinks_out = _dsinks(sinks, sinks_grad, q.device)
+    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin,
+                                    window_left=window_left, window_right=window_right, softcap=softcap)
     lengths = (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k)
     workspace = torch.empty(_library.backward_varlen_workspace_size(q, k, *lengths, options), dtype=torch.uint8,
                             device=q.device)
     _library.backward_varlen(q, k, v, out, dout, lse, dlse, *lengths, dq, dk, dv, workspace, options,
-                             _stream(q.device))
-    return dq, dk, dv
+                             _stream(q.device), sinks, dsinks)
+    return dq, dk, dv, dsinks_out
 
 
 @bwd_varlen.register_fake
 def _(dout, dlse, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-      softmax_scale, causal, deterministic, schedule, sm_margin):
-    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+      softmax_scale, causal, deterministic, schedule, sm_margin, window_left=-1, window_right=-1, softcap=0.0,
+      sinks=None, sinks_grad=False):
+    dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+    return dq, dk, dv, _fake_dsinks(q, sinks, sinks_grad)
+
+
+# Where the sinks are among fwd_varlen's inputs.
+_FWD_VARLEN_SINKS = 17
 
 
 def _setup_context_varlen(ctx, inputs, output):
     (q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-     deterministic, schedule, sm_margin) = inputs
+     deterministic, schedule, sm_margin, window_left, window_right, softcap, sinks) = _with_defaults(inputs, 14)
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)
-    ctx.settings = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, schedule, sm_margin)
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, sinks)
+    ctx.settings = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, schedule, sm_margin, window_left,
+                    window_right, softcap)
     ctx.set_materialize_grads(False)
 
 
 def _backward_varlen(ctx, dout, dlse):
-    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k = ctx.saved_tensors
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, sinks = ctx.saved_tensors
     if dout is None:  # only lse was used
         dout = torch.zeros_like(out)
-    dq, dk, dv = bwd_varlen(dout, dlse, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
-                            *ctx.settings)
+    sinks_grad = sinks is not None and _sinks_grad(ctx, _FWD_VARLEN_SINKS)
+    dq, dk, dv, dsinks = bwd_varlen(dout, dlse, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+                                    *ctx.settings, sinks, sinks_grad)
     # No gradient for the length arrays, the ints and the settings.
-    return (dq, dk, dv) + (None,) * 11
+    grads = (dq, dk, dv) + (None,) * 14 + (dsinks if sinks_grad else None,)
+    return grads[:len(ctx.needs_input_grad)]
 
 
 fwd_varlen.register_autograd(_backward_varlen, setup_context=_setup_context_varlen)

@@ -78,13 +78,57 @@ def test_mismatched_k_and_v_and_dtypes():
 
 
 def test_unsupported_features_raise_not_implemented_naming_them():
-    checks.check_unsupported("f", dropout_p=0.0, window_size=[-1, -1], softcap=0.0, alibi_slopes=None)
-    with pytest.raises(NotImplementedError, match=r"dropout_p=0.1.*softcap=1.0"):
-        checks.check_unsupported("f", dropout_p=0.1, softcap=1.0)
-    with pytest.raises(NotImplementedError, match=r"window_size=\(128, 0\)"):
-        checks.check_unsupported("f", window_size=(128, 0))
+    checks.check_unsupported("f", dropout_p=0.0, alibi_slopes=None, qv=None, attention_chunk=0)
+    with pytest.raises(NotImplementedError, match=r"dropout_p=0.1.*attention_chunk=8"):
+        checks.check_unsupported("f", dropout_p=0.1, attention_chunk=8)
+    with pytest.raises(NotImplementedError, match=r"alibi_slopes=<tensor of shape \(8,\)>"):
+        checks.check_unsupported("f", alibi_slopes=FakeTensor((8,)))
     with pytest.raises(NotImplementedError, match="q_descale"):
         checks.check_unsupported("f", q_descale=object())
+    # Honoured now: not in the table of refused features, so a caller that still
+    # sends them through check_unsupported gets them named, never dropped.
+    assert not {"window_size", "softcap", "learnable_sink"} & set(checks.UNSUPPORTED_FEATURES)
+    with pytest.raises(NotImplementedError, match="window_size"):
+        checks.check_unsupported("f", window_size=(-1, -1))
+
+
+def test_window_values():
+    assert checks.check_window("f", (-1, -1)) == (-1, -1)
+    assert checks.check_window("f", [128, 0]) == (128, 0)
+    assert checks.check_window("f", (None, 5)) == (-1, 5)  # FA4's spelling of unbounded
+    for bad, fragment in [((1,), "got (1,)"), ("ab", "got 'ab'"), (5, "got 5"), ((-2, 0), "left = -2"),
+                          ((0, -3), "right = -3"), ((1.0, 0), "left = 1.0"), ((False, 0), "left = False")]:
+        with pytest.raises(ValueError) as info:
+            checks.check_window("flash_attn_func", bad)
+        assert "dash_attn.flash_attn_func: argument 'window_size'" in str(info.value) and fragment in str(info.value)
+
+
+def test_softcap_values():
+    assert checks.check_softcap("f", 0.0) == 0.0 and checks.check_softcap("f", None) == 0.0
+    assert checks.check_softcap("f", 30) == 30.0 and isinstance(checks.check_softcap("f", 30), float)
+    for bad in (-1.0, float("inf"), float("nan"), True, "30"):
+        with pytest.raises(ValueError, match="argument 'softcap': expected a finite number >= 0"):
+            checks.check_softcap("f", bad)
+
+
+def test_sinks_shape_dtype_and_device():
+    q = FakeTensor((2, 100, 8, 128))
+    checks.check_sinks("f", None, q)
+    for dtype in ("torch.float32", "torch.bfloat16", "torch.float16"):
+        checks.check_sinks("f", FakeTensor((8,), dtype=dtype), q)
+    checks.check_sinks("f", FakeTensor((8,), dtype="torch.float32"), FakeTensor((300, 8, 128)), heads_dim=1)
+    for sinks, error, fragment in [
+        (FakeTensor((4,), dtype="torch.float32"), ValueError, "expected shape (8,) (one logit per query head), "
+                                                              "got (4,)"),
+        (FakeTensor((1, 8), dtype="torch.float32"), ValueError, "expected shape (8,)"),
+        (FakeTensor((8,), dtype="torch.float64"), TypeError, "expected dtype torch.float32"),
+        (FakeTensor((8,), dtype="torch.float32", device=Device("cpu")), ValueError, "expected device cuda:0 like q"),
+        ([0.0] * 8, TypeError, "expected a torch.Tensor or None, got list"),
+    ]:
+        with pytest.raises(error) as info:
+            checks.check_sinks("flash_attn_func", sinks, q)
+        assert "dash_attn.flash_attn_func: argument 'learnable_sink'" in str(info.value)
+        assert fragment in str(info.value)
 
 
 def test_layouts_the_kernels_cannot_read_are_copied():

@@ -44,10 +44,12 @@ def calls(monkeypatch):
     recorded = []
 
     def fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-                   softmax_scale, causal, deterministic, schedule, sm_margin):
+                   softmax_scale, causal, deterministic, schedule, sm_margin, window_left, window_right, softcap,
+                   sinks):
         recorded.append(dict(seqused=(seqused_q, seqused_k), max_seqlen=(max_seqlen_q, max_seqlen_k),
                              scale=softmax_scale, causal=causal, sm_margin=sm_margin,
                              schedule=(deterministic, schedule)))
+        recorded[-1]["mods"] = (window_left, window_right, softcap, sinks)
         return torch.zeros_like(q), torch.zeros(q.shape[1], q.shape[0])
 
     monkeypatch.setattr(ops, "fwd_varlen", fwd_varlen)
@@ -60,7 +62,7 @@ def test_fa2_order_and_returns(calls):
     out = dash_attn.flash_attn_varlen_func(*a.values(), causal=True, sm_margin=4)
     assert out.shape == (15, 8, 128)
     assert calls[-1] == dict(seqused=(None, None), max_seqlen=(7, 7), scale=pytest.approx(128 ** -0.5),
-                             causal=True, sm_margin=4, schedule=(True, "auto"))
+                             causal=True, sm_margin=4, schedule=(True, "auto"), mods=(-1, -1, 0.0, None))
     out, lse = dash_attn.flash_attn_varlen_func(*a.values(), return_lse=True)  # FA4's keyword
     assert lse.shape == (8, 15)
     out, lse, probs = dash_attn.flash_attn_varlen_func(*a.values(), 0.0, 0.25, return_attn_probs=True)
@@ -83,14 +85,39 @@ def test_fa3_order_takes_seqused_then_softmax_scale(calls):
 
 @pytest.mark.parametrize("keywords, fragment", [
     (dict(dropout_p=0.1), "dropout_p=0.1"),
-    (dict(window_size=(16, 0)), r"window_size=\(16, 0\)"),
-    (dict(softcap=30.0), "softcap=30.0"),
     (dict(alibi_slopes=torch.ones(8)), r"alibi_slopes=<tensor of shape \(8,\)>"),
     (dict(q_descale=torch.ones(1, 2)), "q_descale"),
 ])
 def test_features_dash_attn_lacks_are_named(calls, keywords, fragment):
     with pytest.raises(NotImplementedError, match=r"dash_attn.flash_attn_varlen_func: not supported yet: " + fragment):
         dash_attn.flash_attn_varlen_func(*packed([3, 5]).values(), **keywords)
+    assert not calls
+
+
+def test_window_softcap_and_sinks_reach_the_op(calls):
+    a = packed([3, 5])
+    sinks = torch.randn(8)
+    dash_attn.flash_attn_varlen_func(*a.values(), 0.0, None, True, (16, 0), 30.0, learnable_sink=sinks)
+    window, softcap, sent = calls[-1]["mods"][:2], calls[-1]["mods"][2], calls[-1]["mods"][3]
+    assert window == (16, 0) and softcap == 30.0 and sent.dtype == torch.float32 and torch.equal(sent, sinks)
+    flash_attn_interface.flash_attn_varlen_func(*a.values(), window_size=(None, 4), softcap=2,
+                                                learnable_sink=sinks.bfloat16())
+    assert calls[-1]["mods"][:3] == (-1, 4, 2.0) and calls[-1]["mods"][3].dtype == torch.float32
+    dash_attn.flash_attn_varlen_func(*a.values())
+    assert calls[-1]["mods"] == (-1, -1, 0.0, None)
+
+
+@pytest.mark.parametrize("keywords, error, fragment", [
+    (dict(window_size=(16,)), ValueError, "'window_size': expected (left, right)"),
+    (dict(window_size=(-2, 0)), ValueError, "left = -2"),
+    (dict(softcap=-1.0), ValueError, "'softcap': expected a finite number >= 0"),
+    (dict(learnable_sink=torch.zeros(4)), ValueError, "'learnable_sink': expected shape (8,)"),
+    (dict(learnable_sink=torch.zeros(8, dtype=torch.int32)), TypeError, "'learnable_sink': expected dtype"),
+])
+def test_bad_window_softcap_and_sinks_are_named(calls, keywords, error, fragment):
+    with pytest.raises(error) as raised:
+        dash_attn.flash_attn_varlen_func(*packed([3, 5]).values(), **keywords)
+    assert fragment in str(raised.value) and "dash_attn.flash_attn_varlen_func" in str(raised.value)
     assert not calls
 
 
@@ -227,12 +254,20 @@ def test_fake_implementation_gives_the_output_shapes():
         assert out.shape == (133, 4, 128) and out.is_contiguous() and lse.shape == (4, 133)
         dout = torch.empty(133, 4, 128, dtype=torch.bfloat16, device="cuda")
         for dlse in (None, torch.empty(4, 133, device="cuda")):
-            dq, dk, dv = ops.bwd_varlen(dout, dlse, a["q"][:, :4], a["k"][:, :1], a["v"][:, :1], out, lse,
+            dq, dk, dv, dsinks = ops.bwd_varlen(dout, dlse, a["q"][:, :4], a["k"][:, :1], a["v"][:, :1], out, lse,
                                         a["cu_seqlens_q"], a["cu_seqlens_k"], used, used, 127, 127, 0.125, True, True,
                                         "descending", 0)
-            assert dq.shape == (133, 4, 128) and dk.shape == dv.shape == (132, 1, 128)
+            assert dq.shape == (133, 4, 128) and dk.shape == dv.shape == (132, 1, 128) and dsinks.shape == (0,)
             assert all(g.is_contiguous() and g.dtype == torch.bfloat16 and g.device.type == "cuda"
                        for g in (dq, dk, dv))
+        sinks = torch.empty(4, device="cuda")
+        out, lse = ops.fwd_varlen(a["q"][:, :4], a["k"][:, :1], a["v"][:, :1], a["cu_seqlens_q"], a["cu_seqlens_k"],
+                                  None, None, 127, 127, 0.125, True, True, "auto", 0, 32, 0, 20.0, sinks)
+        assert out.shape == (133, 4, 128) and lse.shape == (4, 133)
+        grads = ops.bwd_varlen(dout, None, a["q"][:, :4], a["k"][:, :1], a["v"][:, :1], out, lse, a["cu_seqlens_q"],
+                               a["cu_seqlens_k"], None, None, 127, 127, 0.125, True, True, "auto", 0, 32, 0, 20.0,
+                               sinks, True)
+        assert grads[3].shape == (4,) and grads[3].dtype == torch.float32 and grads[3].device.type == "cuda"
 
 
 def test_gradients_flow_through_the_fake_ops(monkeypatch):
