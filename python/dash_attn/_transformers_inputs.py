@@ -19,6 +19,17 @@ flash-attention path makes them:
   cu_seq_lens_q/k (and max_length_q/k) kwargs of DataCollatorWithFlattening;
   the batch is flattened and every document attends to itself only.
 
+Model options honoured as flash_attn_func / flash_attn_varlen_func keywords:
+- sliding_window (Mistral, Gemma 2/3, GPT-OSS, Qwen2): a key is visible iff
+  q_pos - k_pos < sliding_window (masking_utils.sliding_window_overlay, what
+  eager computes), i.e. window_size = (sliding_window - 1, 0) with the causal
+  mask; passed only when a sequence has more keys than the window (as
+  transformers' flash-attention path does). A bidirectional one is refused:
+  there transformers' eager mask (|q - k| <= sliding_window) and its
+  flash-attention path ((sliding_window - 1) each side) differ by a key.
+- softcap (Gemma 2's attn_logit_softcapping): softcap=.
+- s_aux (GPT-OSS's per-head sinks): learnable_sink=, differentiable.
+
 The index arithmetic syncs with the device (as transformers' does); every
 layer of a forward passes the same mask or position ids, so the layout is kept
 for that tensor while it is unchanged."""
@@ -69,18 +80,22 @@ def _rows(t, indices):
     return flat if indices is None else flat.index_select(0, indices)
 
 
-def check_transformers_inputs(query, key, attention_mask, dropout, kwargs):
+def check_transformers_inputs(query, key, attention_mask, dropout, kwargs, causal=True):
     """Raises NotImplementedError naming every input dash_attn cannot honour;
-    returns the VarlenLayout of a padded or packed batch, None for a plain one.
-    query/key are in transformers' (batch, heads, seqlen, head_dim) layout."""
+    returns (layout, features): the VarlenLayout of a padded or packed batch
+    (None for a plain one) and the keywords (window_size, softcap,
+    learnable_sink) flash_attn_func / flash_attn_varlen_func get for the
+    model's options. query/key are in transformers' (batch, heads, seqlen,
+    head_dim) layout."""
     refused = []
+    features = {}
     if dropout:
         refused.append(f"dropout={dropout} (attention dropout)")
     softcap = kwargs.get("softcap")
     if softcap:
-        refused.append(f"softcap={softcap} (logit soft-capping)")
+        features["softcap"] = softcap
     if kwargs.get("s_aux") is not None:
-        refused.append("s_aux (attention sinks)")
+        features["learnable_sink"] = kwargs["s_aux"]
     if kwargs.get("output_attentions"):
         refused.append("output_attentions=True (dash_attn returns no attention weights)")
     unknown = sorted(set(kwargs) - NEUTRAL_KWARGS - CHECKED_KWARGS)
@@ -123,10 +138,16 @@ def check_transformers_inputs(query, key, attention_mask, dropout, kwargs):
     # transformers applies a window only when it can hide a key: a sequence of more keys than the window.
     if window is not None and longest > window:
         where = "keys" if layout is None else "keys in the longest sequence"
-        refused.append(f"sliding_window={window} with {longest} {where} (sliding-window attention)")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            refused.append(f"sliding_window={window!r} (expected a positive int)")
+        elif not causal:
+            refused.append(f"sliding_window={window} with is_causal=False and {longest} {where} (bidirectional "
+                           "sliding windows: transformers' eager and flash-attention masks differ there)")
+        else:
+            features["window_size"] = (window - 1, 0)  # q_pos - k_pos <= window - 1: eager's rule
     if refused:
         raise NotImplementedError(_PREFIX + "; ".join(refused))
-    return layout
+    return layout, features
 
 
 _last_layout = (None, None, None, None)  # (weak reference to the source tensor, its _version, key, layout)

@@ -6,8 +6,9 @@ imported (every model class imports it), or at once if it already was, or
 when register_transformers() is called. Padded batches (a 2-D attention
 mask, batched generate with left padding included) and packed ones
 (position_ids that restart, DataCollatorWithFlattening's cu_seq_lens_q/k) run
-through flash_attn_varlen_func, differentiable and deterministic. The
-attention function refuses, by name, every input whose meaning the kernels
+through flash_attn_varlen_func, differentiable and deterministic; sliding
+windows, softcap and attention sinks (s_aux) are honoured. The attention
+function refuses, by name, every input whose meaning the kernels
 cannot honour yet instead of dropping it (transformers passes model options
 through **kwargs): _transformers_inputs.py."""
 
@@ -31,14 +32,14 @@ def transformers_attention(module, query, key, value, attention_mask, scaling=No
     bottom-right aligned per sequence, as transformers' flash-attention path)."""
     from .interface import flash_attn_func, flash_attn_varlen_func
 
-    layout = check_transformers_inputs(query, key, attention_mask, dropout, kwargs)
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    layout, features = check_transformers_inputs(query, key, attention_mask, dropout, kwargs, causal)
     dtype = target_dtype(query, module)
     q, k, v = (t.transpose(1, 2) if dtype is None else t.transpose(1, 2).to(dtype) for t in (query, key, value))
     if layout is None:
-        return flash_attn_func(q, k, v, softmax_scale=scaling, causal=causal), None
+        return flash_attn_func(q, k, v, softmax_scale=scaling, causal=causal, **features), None
     out = flash_attn_varlen_func(*layout.pack(q, k, v), layout.cu_seqlens_q, layout.cu_seqlens_k, layout.max_seqlen_q,
-                                 layout.max_seqlen_k, softmax_scale=scaling, causal=causal)
+                                 layout.max_seqlen_k, softmax_scale=scaling, causal=causal, **features)
     return layout.unpack(out, q.shape[0], q.shape[1]), None
 
 

@@ -46,15 +46,15 @@ def recorded_calls(monkeypatch):
     """Stands in for flash_attn_func and flash_attn_varlen_func (no GPU here) and records their arguments."""
     calls = []
 
-    def stand_in(q, k, v, softmax_scale=None, causal=False):
-        calls.append(dict(dtype=q.dtype, causal=causal, scale=softmax_scale, shape=tuple(q.shape)))
+    def stand_in(q, k, v, softmax_scale=None, causal=False, **features):
+        calls.append(dict(dtype=q.dtype, causal=causal, scale=softmax_scale, shape=tuple(q.shape), features=features))
         raise Recorded()
 
     def varlen_stand_in(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
-                        causal=False):
+                        causal=False, **features):
         calls.append(dict(dtype=q.dtype, causal=causal, scale=softmax_scale, shape=tuple(q.shape),
                           k_shape=tuple(k.shape), cu_seqlens=(cu_seqlens_q.tolist(), cu_seqlens_k.tolist()),
-                          max_seqlen=(max_seqlen_q, max_seqlen_k), varlen=True))
+                          max_seqlen=(max_seqlen_q, max_seqlen_k), varlen=True, features=features))
         raise Recorded()
 
     monkeypatch.setattr(interface, "flash_attn_func", stand_in)
@@ -66,16 +66,6 @@ PACKED = torch.tensor([[0, 1, 2, 0, 1, 2, 3, 4]])
 
 
 @pytest.mark.parametrize("build, run, named", [
-    (lambda: tiny(transformers.MistralConfig, sliding_window=4), lambda m: m(ids(8)), "sliding_window=4 with 8 keys"),
-    (lambda: tiny(transformers.Gemma2Config, sliding_window=4, attn_logit_softcapping=None), lambda m: m(ids(8)),
-     "sliding_window=4"),
-    (lambda: tiny(transformers.Gemma2Config, sliding_window=64, attn_logit_softcapping=50.0), lambda m: m(ids(8)),
-     "softcap=50.0"),
-    (lambda: tiny(transformers.GptOssConfig, num_local_experts=2, num_experts_per_tok=1), lambda m: m(ids(8)),
-     "s_aux (attention sinks)"),
-    # A packed batch whose longest document has more keys than the window.
-    (lambda: tiny(transformers.MistralConfig, sliding_window=4), lambda m: m(ids(8), position_ids=PACKED),
-     "sliding_window=4 with 5 keys in the longest sequence"),
     (lambda: tiny(transformers.LlamaConfig), lambda m: m(ids(8), cu_seq_lens_q=torch.tensor([0, 3, 8])),
      "cu_seq_lens_q without cu_seq_lens_k (packed sequences need both)"),
     (lambda: tiny(transformers.LlamaConfig),
@@ -117,6 +107,51 @@ def test_honoured_inputs_reach_the_kernel(build, run, recorded_calls):
         run(build())
     assert recorded_calls[0]["causal"] is True and recorded_calls[0]["dtype"] == torch.bfloat16
     assert "varlen" not in recorded_calls[0]
+    assert recorded_calls[0]["features"] == {}  # a window that hides no key is not sent
+
+
+def model_class(name):
+    if not hasattr(transformers, name):
+        pytest.skip(f"transformers {transformers.__version__} has no {name}")
+    return getattr(transformers, name)
+
+
+def test_sliding_window_becomes_flash_attentions_window_size(recorded_calls):
+    """Eager's rule (masking_utils.sliding_window_overlay): key visible iff
+    q_pos - k_pos < sliding_window, i.e. FlashAttention's (sliding_window - 1, 0)."""
+    with pytest.raises(Recorded):
+        tiny(model_class("MistralConfig"), sliding_window=4)(ids(8))
+    assert recorded_calls[0]["features"] == dict(window_size=(3, 0)) and recorded_calls[0]["causal"] is True
+    with pytest.raises(Recorded):  # packed: the longest document (5 keys) is longer than the window
+        tiny(model_class("MistralConfig"), sliding_window=4)(ids(8), position_ids=PACKED)
+    assert recorded_calls[-1]["varlen"] and recorded_calls[-1]["features"] == dict(window_size=(3, 0))
+
+
+def test_gemma2_softcap_and_window_reach_the_kernel(recorded_calls):
+    with pytest.raises(Recorded):  # layer 0 is a sliding layer
+        tiny(model_class("Gemma2Config"), sliding_window=4, attn_logit_softcapping=50.0)(ids(8))
+    assert recorded_calls[0]["features"] == dict(window_size=(3, 0), softcap=50.0)
+
+
+def test_gpt_oss_sinks_reach_the_kernel(recorded_calls):
+    model = tiny(model_class("GptOssConfig"), num_local_experts=2, num_experts_per_tok=1)
+    with pytest.raises(Recorded):
+        model(ids(8))
+    sinks = recorded_calls[0]["features"]["learnable_sink"]
+    assert sinks is model.model.layers[0].self_attn.sinks and tuple(sinks.shape) == (SMALL["num_attention_heads"],)
+
+
+def test_a_bidirectional_sliding_window_is_refused(recorded_calls):
+    query, key, value = qkv(torch.bfloat16)
+    with pytest.raises(NotImplementedError, match=r"sliding_window=4 with is_causal=False and 8 keys \(bidirectional"):
+        integrations.transformers_attention(Attention(torch.bfloat16), query, key, value, None, is_causal=False,
+                                            sliding_window=4)
+    with pytest.raises(NotImplementedError, match=r"sliding_window=0 \(expected a positive int\)"):
+        integrations.transformers_attention(Attention(torch.bfloat16), query, key, value, None, sliding_window=0)
+    with pytest.raises(Recorded):  # the window hides no key: nothing to honour
+        integrations.transformers_attention(Attention(torch.bfloat16), query, key, value, None, is_causal=False,
+                                            sliding_window=8)
+    assert recorded_calls[-1]["features"] == {}
 
 
 @pytest.mark.parametrize("build, run, cu_seqlens, max_seqlen, shapes", [
