@@ -14,7 +14,16 @@ are rewritten after every shape.
 
     python3 bench/peers.py [--rows standard,gqa,hdim256] [--quick] [--reps 20]
                            [--impls dash_attn,sdpa_cudnn:nondet,fa4,cudnn,...]
+                           [--window L,R] [--softcap X] [--sinks]
                            [--json FILE] [--csv FILE] [--latest-json FILE|none] [--commit SHA]
+
+--window (FlashAttention's window_size, -1 unbounded, bottom-right aligned),
+--softcap and --sinks (random per-head sink logits) run every shape with those
+score mods: dash_attn and FA4 take all three (window_size=, softcap=,
+learnable_sink=), FA2/FA3 window and softcap, SDPA the window alone (as a
+boolean mask); other peers (cuDNN's frontend ops among them) get
+'unsupported' rows saying so. TFLOPS then count the (row, key) pairs the band
+leaves visible (band_fraction); the fp64 check applies the same mods.
 """
 import argparse
 import gc
@@ -26,6 +35,7 @@ import warnings
 import torch
 
 import attention_impls
+import reference_check
 import peer_rows
 from cuda_timing import bitwise_diff, time_calls
 from reference_check import ReferenceSlice
@@ -53,8 +63,8 @@ def parse_args(argv):
     parser.add_argument("--total-tokens", type=int, help="standard grid: batch = total tokens / seqlen (16384)")
     parser.add_argument("--hidden", type=int, help="standard grid: heads = hidden / head_dim (2048)")
     parser.add_argument("--latest-json", help=f"also write the rows as a list of flat records here (default "
-                        f"{LATEST_DEFAULT.relative_to(LATEST_DEFAULT.parents[2])} on cuda, none on cpu; 'none': not "
-                        "at all)")
+                        f"{LATEST_DEFAULT.relative_to(LATEST_DEFAULT.parents[2])} on cuda, none on cpu or with score "
+                        "mods; 'none': not at all)")
     parser.add_argument("--reps", type=int, default=20, help="timed calls per pass (median, min, max)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls before timing")
     parser.add_argument("--impls", default="", help="comma-separated NAME, NAME:det or NAME:nondet; names: "
@@ -62,8 +72,16 @@ def parse_args(argv):
     parser.add_argument("--flex-dynamic", action="store_true",
                         help="compile FlexAttention for dynamic shapes (fewer compilations, kernels not specialized "
                              "per shape; default: one static compilation per shape)")
+    parser.add_argument("--window", type=ints, help="L,R: FlashAttention's window_size for every shape (-1: unbounded)")
+    parser.add_argument("--softcap", type=float, default=0.0, help="scores become softcap * tanh(s / softcap)")
+    parser.add_argument("--sinks", action="store_true", help="learnable attention sinks (random per-head logits)")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
+    if args.window is not None and (len(args.window) != 2 or min(args.window) < -1):
+        parser.error("--window takes L,R: two ints >= -1")
+    if args.softcap < 0:
+        parser.error("--softcap takes a number >= 0")
+    args.mods = ScoreMods(tuple(args.window or (-1, -1)), args.softcap, args.sinks)
     grid_given = any(getattr(args, name) not in (None, False) for name in GRID_OPTIONS)
     args.hdims = args.hdims or ([128] if args.quick else list(peer_rows.STANDARD_HDIMS))
     args.seqlens = args.seqlens or ([1024, 4096] if args.quick else list(peer_rows.SEQLENS))
@@ -80,11 +98,142 @@ def parse_args(argv):
     args.shapes = peer_rows.row_set(args.rows, args.hdims, args.masks, args.seqlens, args.total_tokens, args.hidden)
     if not args.shapes:
         parser.error(f"no shapes: row groups {','.join(args.rows)} with masks {','.join(args.masks)}")
-    if args.latest_json is None:
-        args.latest_json = None if args.device == "cpu" else str(LATEST_DEFAULT)
+    if args.latest_json is None:  # score-mod rows would read as the standard ones there: only when asked
+        args.latest_json = None if args.device == "cpu" or args.mods else str(LATEST_DEFAULT)
     elif args.latest_json.lower() in ("", "none"):
         args.latest_json = None
     return args
+
+
+class ScoreMods:
+    """The score mods of a run: window (left, right), softcap, sinks (bool)."""
+
+    def __init__(self, window=(-1, -1), softcap=0.0, sinks=False):
+        self.window, self.softcap, self.sinks = tuple(window), float(softcap), bool(sinks)
+
+    def __bool__(self):
+        return self.window != (-1, -1) or self.softcap > 0 or self.sinks
+
+    def describe(self):
+        parts = [f"window {self.window}"] if self.window != (-1, -1) else []
+        parts += [f"softcap {self.softcap:g}"] if self.softcap else []
+        return ", ".join(parts + (["sinks"] if self.sinks else [])) or "none"
+
+
+def visible_mask(seqlen_q, seqlen_k, causal, window, device="cpu"):
+    """(seqlen_q, seqlen_k) bool: FlashAttention's rule, bottom-right aligned."""
+    left, right = window[0], 0 if causal else window[1]
+    rows = torch.arange(seqlen_q, device=device)[:, None] + (seqlen_k - seqlen_q)
+    cols = torch.arange(seqlen_k, device=device)[None, :]
+    keep = torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
+    if right >= 0:
+        keep &= cols <= rows + right
+    if left >= 0:
+        keep &= cols >= rows - left
+    return keep
+
+
+def band_fraction(seqlen_q, seqlen_k, causal, window):
+    """The fraction of (row, key) pairs the mask leaves visible, counted row by
+    row (O(seqlen)): what a windowed row's TFLOPS are counted on. No window:
+    the papers' convention, 1 or 1/2 for causal (peer_rows.attention_flops)."""
+    if tuple(window) == (-1, -1):
+        return 0.5 if causal else 1.0
+    left, right = window[0], 0 if causal else window[1]
+    rows = torch.arange(seqlen_q, dtype=torch.int64) + (seqlen_k - seqlen_q)
+    end = torch.clamp(rows + right + 1, 0, seqlen_k) if right >= 0 else torch.full_like(rows, seqlen_k)
+    begin = torch.clamp(rows - left, 0, seqlen_k) if left >= 0 else torch.zeros_like(rows)
+    return (end - begin).clamp(min=0).sum().item() / (seqlen_q * seqlen_k)
+
+
+def _mods_attention_with_grads(q, k, v, dout, causal, dtype, mods, sink):
+    """reference_check's one-head attention and gradients with the score mods."""
+    q, k, v = (t.to(dtype).requires_grad_() for t in (q, k, v))
+    scores = (q @ k.transpose(0, 1)) * q.shape[-1] ** -0.5
+    if mods.softcap:
+        scores = mods.softcap * torch.tanh(scores / mods.softcap)
+    scores = scores.masked_fill(~visible_mask(q.shape[0], k.shape[0], causal, mods.window, q.device), float("-inf"))
+    if sink is not None:
+        scores = torch.cat([scores, sink.to(dtype).expand(q.shape[0], 1)], dim=1)
+    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)[:, :k.shape[0]]
+    out = probs @ v
+    grads = torch.autograd.grad(out, (q, k, v), dout.to(dtype))
+    return [t.detach() for t in (out, *grads)]
+
+
+class ModsReferenceSlice:
+    """reference_group's check (batch 0, kv head 0 and its q heads; FA3's rule)
+    with the score mods applied: sinks (heads_q,) or None."""
+
+    def __init__(self, q, k, v, dout, causal, mods, sinks):
+        self.group = q.shape[2] // k.shape[2]
+        key, value = k[0, :, 0, :].detach(), v[0, :, 0, :].detach()
+        exact, naive = [[], [], [], []], [[], [], [], []]
+        for head in range(self.group):
+            inputs = (q[0, :, head, :].detach(), key, value, dout[0, :, head, :].detach())
+            sink = sinks[head] if sinks is not None else None
+            for results, dtype in ((exact, torch.float64), (naive, q.dtype)):
+                for i, t in enumerate(_mods_attention_with_grads(*inputs, causal, dtype, mods, sink)):
+                    results[i].append(t)
+        self.exact = [torch.stack(exact[0]), torch.stack(exact[1]), sum(exact[2]), sum(exact[3])]
+        naive = [torch.stack(naive[0]), torch.stack(naive[1])] + [sum(t.float() for t in naive[i]).to(q.dtype)
+                                                                   for i in (2, 3)]
+        self.tolerance = [2 * reference_check._error(n, e) + 1e-3 for n, e in zip(naive, self.exact)]
+
+    def check(self, tensors, first=0):
+        def cut(tensor, index):
+            return tensor[0, :, :self.group, :].transpose(0, 1) if index < 2 else tensor[0, :, 0, :]
+        errors = [reference_check._error(cut(t, first + i), self.exact[first + i]) for i, t in enumerate(tensors)]
+        ratios = [e / self.tolerance[first + i] for i, e in enumerate(errors)]
+        return max(errors), float("nan") if any(r != r for r in ratios) else max(ratios)
+
+
+class WithScoreMods:
+    """An implementation of attention_impls run with score mods, through its
+    autograd function; one that cannot take them raises NotImplementedError
+    naming what it lacks (an 'unsupported' row)."""
+
+    protocol = "autograd"
+
+    def __init__(self, name, impl, mods, sinks):
+        self.name, self.impl, self.mods, self.sinks = name, impl, mods, sinks
+        self.layout, self.min_warmup = impl.layout, getattr(impl, "min_warmup", 0)
+
+    def mode(self, deterministic):
+        return self.impl.mode(deterministic)
+
+    def _refuse(self, lacking):
+        raise NotImplementedError(f"not supported: {self.name} with {lacking} (no adapter in bench/peers.py)")
+
+    def function(self, causal, deterministic):
+        mods, window = self.mods, self.mods.window
+        if self.name == peer_rows.DASH:
+            import dash_attn
+
+            schedule = "auto" if deterministic else "atomic"
+            return lambda q, k, v: dash_attn.flash_attn_func(
+                q, k, v, causal=causal, deterministic=deterministic, schedule=schedule, window_size=window,
+                softcap=mods.softcap, learnable_sink=self.sinks)
+        if self.name == "fa4":  # FA4 takes bf16 sinks and None for an unbounded side
+            sinks = self.sinks.to(torch.bfloat16) if self.sinks is not None else None
+            window4 = tuple(None if side < 0 else side for side in window)
+            return lambda q, k, v: attention_impls.first_output(self.impl.func(
+                q, k, v, softmax_scale=q.shape[-1] ** -0.5, causal=causal, deterministic=deterministic,
+                window_size=window4, softcap=mods.softcap, learnable_sink=sinks))
+        if self.name in ("fa2", "fa3") and not mods.sinks:
+            func = self.impl.module.flash_attn_func
+            return lambda q, k, v: attention_impls.first_output(func(
+                q, k, v, causal=causal, deterministic=deterministic, window_size=window, softcap=mods.softcap))
+        if self.name.startswith("sdpa") and not mods.sinks and not mods.softcap:
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+
+            def attn(q, k, v):
+                keep = visible_mask(q.shape[1], k.shape[1], causal, window, q.device)
+                out = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=keep,
+                           enable_gqa=q.shape[2] != k.shape[2])
+                return out.transpose(1, 2)
+            return attn
+        self._refuse(self.mods.describe())
 
 
 def _print_row(row):
@@ -130,8 +279,10 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
                     schedule=("auto" if deterministic else "atomic") if name == peer_rows.DASH else None,
                     protocol=protocol, status=None, **{"pass": p})
             for p in peer_rows.PASSES}
+    # The band's work: the visible fraction of the (row, key) pairs over the full matrix's count.
+    fraction = band_fraction(base["seqlen"], base["seqlen"], causal, args.mods.window)
     flops = {p: peer_rows.attention_flops(base["batch"], base["heads"], base["seqlen"], base["seqlen"],
-                                          base["head_dim"], causal, p) for p in peer_rows.PASSES}
+                                          base["head_dim"], False, p) * fraction for p in peer_rows.PASSES}
     warmup = max(args.warmup, getattr(impl, "min_warmup", 0))  # first-use compilation stays out of the samples
 
     def record(pass_, timing):
@@ -204,10 +355,22 @@ def measure_shape(shape, implementations, args):
         for t in tensors[:3]:
             t.requires_grad_()
     # (batch 0, head 0) in fp64; under GQA kv head 0 with its group of q heads.
-    reference = (ReferenceSlice if shape["heads_kv"] == shape["heads"] else GroupReferenceSlice)(q, k, v, dout, causal)
+    sinks = None
+    if args.mods.sinks:  # bf16-representable logits: FA4 takes them in bf16, dash_attn in fp32, the same values
+        sinks = torch.randn(shape["heads"], generator=torch.Generator().manual_seed(0)).bfloat16().float()
+        sinks = sinks.to(args.device)
+    if args.mods:
+        reference = ModsReferenceSlice(q, k, v, dout, causal, args.mods, sinks)
+    else:
+        reference = (ReferenceSlice if shape["heads_kv"] == shape["heads"] else GroupReferenceSlice)(q, k, v, dout,
+                                                                                                      causal)
+    if args.mods:
+        base["score_mods"] = args.mods.describe()
     rows = []
     for name, deterministic in args.variants:
         impl = implementations[name]
+        if args.mods:
+            impl = WithScoreMods(name, impl, args.mods, sinks)
         rows += measure_variant(name, impl, deterministic, layouts[impl.layout], causal, reference, args, base)
     del q, k, v, dout, layouts, reference
     gc.collect()
@@ -221,6 +384,8 @@ def main(argv=None):
     attention_impls.Flex.dynamic = args.flex_dynamic
     implementations, skipped, args.variants = attention_impls.available(args.variants)
     document = environment(args.device, args.commit)
+    document.update(score_mods=dict(window=list(args.mods.window), softcap=args.mods.softcap, sinks=args.mods.sinks)
+                    if args.mods else None)
     document.update(dtype="bf16", total_tokens=args.total_tokens, hidden=args.hidden, repetitions=args.reps,
                     warmup=args.warmup, fill_uninitialized_memory=False, flex_dynamic=args.flex_dynamic,
                     skipped=skipped, row_groups=args.rows, rows=[],
@@ -232,6 +397,10 @@ def main(argv=None):
                            "(FA3's rule)")
     print(describe(document), flush=True)
     print(f"{len(args.shapes)} shapes (row groups {','.join(args.rows)}), {len(args.variants)} variants", flush=True)
+    if args.mods:
+        print(f"score mods: {args.mods.describe()}; TFLOPS on the band's visible pairs; peers without an adapter for "
+              "them (cuDNN's frontend ops and FlexAttention always, SDPA with softcap or sinks, FA2/FA3 with sinks) "
+              "give 'unsupported' rows", flush=True)
     if args.latest_json:
         pathlib.Path(args.latest_json).parent.mkdir(parents=True, exist_ok=True)
     print(f"{'implementation':22} {'pass':4} {'hdim':4} {'mask':6} {'seqlen':>6} {'batch':>5} {'heads':>5} "
