@@ -44,8 +44,13 @@ def fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float,
 
 
 def _sinks(sinks):
-    """The sinks as the library reads them: a contiguous float32 array, or None."""
-    return sinks.contiguous() if sinks is not None else None
+    """The sinks as the library reads them: a contiguous float32 array, or None
+    (the frontends convert; a direct op caller gets a refusal, not a misread)."""
+    if sinks is None:
+        return None
+    if sinks.dtype != torch.float32:
+        raise TypeError(f"dash_attn ops: argument 'sinks': expected dtype torch.float32, got {sinks.dtype}")
+    return sinks.contiguous()
 
 
 def _dsinks(sinks, sinks_grad, device):
