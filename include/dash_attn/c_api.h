@@ -13,7 +13,7 @@
 #define DASH_ATTN_C_API_H
 
 /* The version of everything in this header, as one number (see above). */
-#define DASH_ATTN_ABI_VERSION 4
+#define DASH_ATTN_ABI_VERSION 5
 
 #include <stddef.h>
 #include <stdint.h>
@@ -50,7 +50,17 @@ typedef struct {
   int32_t schedule; /* a DASH_SCHEDULE_* code */
   int32_t max_ctas;
   int32_t sm_margin; /* SMs both passes leave free (FA3's sm_margin) */
+  int32_t window_left, window_right; /* FlashAttention's window_size; -1: unbounded */
+  float softcap;                     /* > 0: softcap * tanh(s / softcap); 0: off */
 } DashOptions;
+
+/* Learnable attention sinks (dash_attn::ForwardArgs::sinks): heads_q fp32
+ * logits in device memory. The compute functions take a pointer to this
+ * struct, or null for no sinks. */
+typedef struct {
+  const float* sinks; /* null: no sinks */
+  float* dsinks;      /* backward only: their gradient, heads_q fp32 (null: not computed) */
+} DashSinks;
 
 /* The dtype argument of dash_forward and dash_backward. */
 enum { DASH_DTYPE_BF16 = 0, DASH_DTYPE_FP16 = 1 };
@@ -76,7 +86,8 @@ enum {
 };
 
 DASH_C_API int dash_forward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
-                 const DashTensor* out, const DashLse* lse, const DashOptions* options, void* stream);
+                 const DashTensor* out, const DashLse* lse, const DashSinks* sinks /* may be null */,
+                 const DashOptions* options, void* stream);
 
 /* A variable-length batch (dash_attn::VarlenLengths): int32 device arrays,
  * cu_seqlens_* with batch + 1 entries, seqused_* with batch entries or null. */
@@ -93,14 +104,14 @@ typedef struct {
  * (heads_q, total_q). */
 DASH_C_API int dash_forward_varlen(const DashShape* shape, const DashVarlenLengths* lengths, int32_t dtype,
                                    const DashTensor* q, const DashTensor* k, const DashTensor* v,
-                                   const DashTensor* out, const DashLse* lse, const DashOptions* options,
-                                   void* stream);
+                                   const DashTensor* out, const DashLse* lse, const DashSinks* sinks,
+                                   const DashOptions* options, void* stream);
 
 DASH_C_API int dash_backward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
                   const DashTensor* out, const DashTensor* dout, const DashLse* lse,
                   const DashLse* dlse /* may be null: no lse gradient */, const DashTensor* dq,
                   const DashTensor* dk, const DashTensor* dv, void* workspace, size_t workspace_bytes,
-                  const DashOptions* options, void* stream);
+                  const DashSinks* sinks /* may be null */, const DashOptions* options, void* stream);
 
 DASH_C_API int dash_backward_workspace_size(const DashShape* shape, const DashOptions* options, size_t* bytes);
 
@@ -111,7 +122,7 @@ DASH_C_API int dash_backward_varlen(const DashShape* shape, const DashVarlenLeng
                                     const DashTensor* out, const DashTensor* dout, const DashLse* lse,
                                     const DashLse* dlse /* may be null */, const DashTensor* dq, const DashTensor* dk,
                                     const DashTensor* dv, void* workspace, size_t workspace_bytes,
-                                    const DashOptions* options, void* stream);
+                                    const DashSinks* sinks, const DashOptions* options, void* stream);
 
 DASH_C_API int dash_backward_varlen_workspace_size(const DashShape* shape, const DashVarlenLengths* lengths,
                                                    const DashOptions* options, size_t* bytes);
@@ -124,6 +135,7 @@ typedef struct {
   int32_t pass;  /* a DASH_PASS_* code */
   int32_t dtype; /* a DASH_DTYPE_* code */
   int32_t head_dim;
+  int32_t score_mods; /* 1: the row with sliding windows, softcap and sinks; 0: without */
 } DashKernelRow;
 
 /* Writes up to `capacity` compiled rows into `rows` (may be null when

@@ -69,6 +69,16 @@ struct Options {
   // SMs both passes leave to concurrent kernels (FA3's sm_margin, e.g. for
   // NCCL's during context parallelism): their grids use at most SMs - sm_margin.
   int sm_margin = 0;
+  // Sliding window, FlashAttention's window_size = (left, right): query row r
+  // sees key c iff r + offset - left <= c <= r + offset + right, with
+  // offset = seqlen_k - seqlen_q (bottom-right aligned); -1 = unbounded on
+  // that side. causal = true means right = 0 whatever window_right says.
+  // Tiles outside the band are skipped, not masked (mask/mask_geometry.hpp).
+  int window_left = -1;
+  int window_right = -1;
+  // > 0: every score s = softmax_scale * q.k becomes softcap * tanh(s / softcap)
+  // before the mask and the softmax (FlashAttention's softcap). 0: off.
+  float softcap = 0.0f;
 };
 
 struct ForwardArgs {
@@ -77,6 +87,11 @@ struct ForwardArgs {
   TensorView q, k, v;
   TensorView out;
   LseView lse;
+  // Optional learnable attention sinks (FA4's learnable_sink, transformers'
+  // s_aux): heads_q fp32 logits in device memory, null for none. sinks[h]
+  // joins the softmax denominator of every row of q head h and carries no
+  // value: lse = log(exp(sink) + sum_j exp(s_j)). Not scaled or capped.
+  const float* sinks = nullptr;
 };
 
 // A variable-length batch in FlashAttention's varlen layout: the sequences
@@ -111,6 +126,7 @@ struct VarlenForwardArgs {
   TensorView q, k, v;
   TensorView out;
   LseView lse;
+  const float* sinks = nullptr;  // as ForwardArgs::sinks
 };
 
 struct BackwardArgs {
@@ -124,6 +140,11 @@ struct BackwardArgs {
   TensorView dq, dk, dv;
   void* workspace = nullptr;  // backward_workspace_size() bytes, 256-byte aligned
   std::size_t workspace_bytes = 0;
+  // The forward's sinks (null: none) and their gradient, heads_q fp32 in
+  // device memory, overwritten (summed over batch and rows in a fixed order:
+  // deterministic); dsinks may be null when the sinks need no gradient.
+  const float* sinks = nullptr;
+  float* dsinks = nullptr;
 };
 
 // The backward of a variable-length batch, in VarlenForwardArgs' layout:
@@ -141,6 +162,8 @@ struct VarlenBackwardArgs {
   TensorView dq, dk, dv;
   void* workspace = nullptr;  // backward_varlen_workspace_size() bytes, 256-byte aligned
   std::size_t workspace_bytes = 0;
+  const float* sinks = nullptr;  // as BackwardArgs::sinks / dsinks
+  float* dsinks = nullptr;
 };
 
 }  // namespace dash_attn

@@ -35,13 +35,13 @@ dash_attn::VarlenLengths to_lengths(const DashVarlenLengths& l) {
   return {l.total_q, l.total_k, l.cu_seqlens_q, l.cu_seqlens_k, l.seqused_q, l.seqused_k};
 }
 
-// The tensors, dtype and workspace every backward entry point takes, into
+// The tensors, dtype, workspace and sinks every backward entry point takes, into
 // BackwardArgs or VarlenBackwardArgs (the same member names).
 template <class Args>
 void fill_backward_tensors(Args& a, const char* kFn, int32_t dtype, const DashTensor* q, const DashTensor* k,
                            const DashTensor* v, const DashTensor* out, const DashTensor* dout, const DashLse* lse,
                            const DashLse* dlse, const DashTensor* dq, const DashTensor* dk, const DashTensor* dv,
-                           void* workspace, size_t workspace_bytes) {
+                           void* workspace, size_t workspace_bytes, const DashSinks* sinks) {
   a.dtype = dash_attn::capi::to_dtype(dtype);
   a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
   a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
@@ -52,6 +52,7 @@ void fill_backward_tensors(Args& a, const char* kFn, int32_t dtype, const DashTe
   a.dv = to_view(required(dv, kFn, "dv"));
   a.workspace = workspace;
   a.workspace_bytes = workspace_bytes;
+  if (sinks != nullptr) a.sinks = sinks->sinks, a.dsinks = sinks->dsinks;  // optional
 }
 
 dash_attn::Options to_options(const DashOptions& o) {
@@ -62,6 +63,9 @@ dash_attn::Options to_options(const DashOptions& o) {
   options.schedule = dash_attn::capi::to_schedule(o.schedule);
   options.max_ctas = o.max_ctas;
   options.sm_margin = o.sm_margin;
+  options.window_left = o.window_left;
+  options.window_right = o.window_right;
+  options.softcap = o.softcap;
   return options;
 }
 
@@ -84,7 +88,8 @@ int guarded(Body body) {
 extern "C" {
 
 int dash_forward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
-                 const DashTensor* out, const DashLse* lse, const DashOptions* options, void* stream) {
+                 const DashTensor* out, const DashLse* lse, const DashSinks* sinks, const DashOptions* options,
+                 void* stream) {
   return guarded([&] {
     constexpr const char* kFn = "dash_forward";
     dash_attn::ForwardArgs a;
@@ -93,13 +98,14 @@ int dash_forward(const DashShape* shape, int32_t dtype, const DashTensor* q, con
     a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
     a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
     a.lse = to_lse(required(lse, kFn, "lse"));
+    if (sinks != nullptr) a.sinks = sinks->sinks;
     dash_attn::forward(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
   });
 }
 
 int dash_forward_varlen(const DashShape* shape, const DashVarlenLengths* lengths, int32_t dtype, const DashTensor* q,
                         const DashTensor* k, const DashTensor* v, const DashTensor* out, const DashLse* lse,
-                        const DashOptions* options, void* stream) {
+                        const DashSinks* sinks, const DashOptions* options, void* stream) {
   return guarded([&] {
     constexpr const char* kFn = "dash_forward_varlen";
     dash_attn::VarlenForwardArgs a;
@@ -109,6 +115,7 @@ int dash_forward_varlen(const DashShape* shape, const DashVarlenLengths* lengths
     a.q = to_view(required(q, kFn, "q")), a.k = to_view(required(k, kFn, "k"));
     a.v = to_view(required(v, kFn, "v")), a.out = to_view(required(out, kFn, "out"));
     a.lse = to_lse(required(lse, kFn, "lse"));
+    if (sinks != nullptr) a.sinks = sinks->sinks;
     dash_attn::forward_varlen(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
   });
 }
@@ -116,12 +123,12 @@ int dash_forward_varlen(const DashShape* shape, const DashVarlenLengths* lengths
 int dash_backward(const DashShape* shape, int32_t dtype, const DashTensor* q, const DashTensor* k, const DashTensor* v,
                   const DashTensor* out, const DashTensor* dout, const DashLse* lse, const DashLse* dlse,
                   const DashTensor* dq, const DashTensor* dk, const DashTensor* dv, void* workspace,
-                  size_t workspace_bytes, const DashOptions* options, void* stream) {
+                  size_t workspace_bytes, const DashSinks* sinks, const DashOptions* options, void* stream) {
   return guarded([&] {
     constexpr const char* kFn = "dash_backward";
     dash_attn::BackwardArgs a;
     a.shape = to_shape(required(shape, kFn, "shape"));
-    fill_backward_tensors(a, kFn, dtype, q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, workspace_bytes);
+    fill_backward_tensors(a, kFn, dtype, q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, workspace_bytes, sinks);
     dash_attn::backward(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
   });
 }
@@ -137,14 +144,14 @@ int dash_backward_workspace_size(const DashShape* shape, const DashOptions* opti
 int dash_backward_varlen(const DashShape* shape, const DashVarlenLengths* lengths, int32_t dtype, const DashTensor* q,
                          const DashTensor* k, const DashTensor* v, const DashTensor* out, const DashTensor* dout,
                          const DashLse* lse, const DashLse* dlse, const DashTensor* dq, const DashTensor* dk,
-                         const DashTensor* dv, void* workspace, size_t workspace_bytes, const DashOptions* options,
-                         void* stream) {
+                         const DashTensor* dv, void* workspace, size_t workspace_bytes, const DashSinks* sinks,
+                         const DashOptions* options, void* stream) {
   return guarded([&] {
     constexpr const char* kFn = "dash_backward_varlen";
     dash_attn::VarlenBackwardArgs a;
     a.shape = to_shape(required(shape, kFn, "shape"));
     a.lengths = to_lengths(required(lengths, kFn, "lengths"));
-    fill_backward_tensors(a, kFn, dtype, q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, workspace_bytes);
+    fill_backward_tensors(a, kFn, dtype, q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, workspace_bytes, sinks);
     dash_attn::backward_varlen(a, to_options(required(options, kFn, "options")), static_cast<cudaStream_t>(stream));
   });
 }
@@ -165,9 +172,11 @@ int32_t dash_abi_version(void) { return DASH_ATTN_ABI_VERSION; }
 
 int32_t dash_compiled_kernels(DashKernelRow* rows, int32_t capacity) {
   constexpr int32_t kForward = DASH_PASS_FORWARD, kBackward = DASH_PASS_BACKWARD;
-#define DASH_C_ROW(row_pass, row_dtype, row_head_dim) DashKernelRow{k##row_pass, DASH_DTYPE_##row_dtype, row_head_dim},
+  constexpr int32_t kPlain = 0, kScoreMods = 1;
+#define DASH_C_ROW(row_pass, row_dtype, row_head_dim, row_mods) \
+  DashKernelRow{k##row_pass, DASH_DTYPE_##row_dtype, row_head_dim, k##row_mods},
   // The last entry only keeps the array non-empty.
-  static constexpr DashKernelRow kRows[] = {DASH_COMPILED_KERNELS(DASH_C_ROW) DashKernelRow{-1, -1, -1}};
+  static constexpr DashKernelRow kRows[] = {DASH_COMPILED_KERNELS(DASH_C_ROW) DashKernelRow{-1, -1, -1, -1}};
 #undef DASH_C_ROW
   const int32_t count = static_cast<int32_t>(sizeof(kRows) / sizeof(kRows[0])) - 1;
   for (int32_t i = 0; i < count && i < capacity && rows != nullptr; ++i) rows[i] = kRows[i];

@@ -15,7 +15,7 @@ namespace dash_attn {
 void forward(const ForwardArgs& args, const Options& options, cudaStream_t stream) {
   host::validate_forward(args, options);
   const dispatch::DeviceScope scope("forward", {{"q", args.q.data}, {"k", args.k.data}, {"v", args.v.data},
-                                                {"out", args.out.data}, {"lse", args.lse.data}}, stream);
+                                                {"out", args.out.data}, {"lse", args.lse.data}, {"sinks", args.sinks}}, stream);
   const float scale = host::resolved_softmax_scale(args.shape, options);
   // The row maximum is taken on raw scores and scaled afterwards, which is
   // only the maximum of the scaled scores when the scale is positive.
@@ -23,8 +23,10 @@ void forward(const ForwardArgs& args, const Options& options, cudaStream_t strea
     throw Error(ErrorCode::kNotSupported, "dash_attn::forward: the sm90 kernel needs a positive softmax_scale, got " +
                                               std::to_string(scale));
   const schedule::ForwardPlan plan =
-      host::plan_forward(args.shape, options.causal, dispatch::usable_sm_count("forward", options.sm_margin));
-  dispatch::launch_forward(args, scale, plan, stream);
+      host::plan_forward(args.shape, options.causal, dispatch::usable_sm_count("forward", options.sm_margin),
+                         options.window_left, options.window_right);
+  dispatch::launch_forward(args, sm90::ForwardConfig{scale, options.softcap}, plan,
+                           host::has_score_mods(options, args.sinks), stream);
 }
 
 void forward_varlen(const VarlenForwardArgs& args, const Options& options, cudaStream_t stream) {
@@ -32,7 +34,7 @@ void forward_varlen(const VarlenForwardArgs& args, const Options& options, cudaS
   const VarlenLengths& l = args.lengths;
   const dispatch::DeviceScope scope("forward_varlen",
                                     {{"q", args.q.data}, {"k", args.k.data}, {"v", args.v.data}, {"out", args.out.data},
-                                     {"lse", args.lse.data}, {"lengths.cu_seqlens_q", l.cu_seqlens_q},
+                                     {"lse", args.lse.data}, {"sinks", args.sinks}, {"lengths.cu_seqlens_q", l.cu_seqlens_q},
                                      {"lengths.cu_seqlens_k", l.cu_seqlens_k}, {"lengths.seqused_q", l.seqused_q},
                                      {"lengths.seqused_k", l.seqused_k}},
                                     stream);
@@ -40,13 +42,16 @@ void forward_varlen(const VarlenForwardArgs& args, const Options& options, cudaS
   if (!(scale > 0.0f))
     throw Error(ErrorCode::kNotSupported,
                 "dash_attn::forward_varlen: the sm90 kernel needs a positive softmax_scale, got " + std::to_string(scale));
-  const schedule::VarlenForwardTiles tiles = host::plan_forward_varlen(
-      args.shape, args.lengths, options.causal, dispatch::usable_sm_count("forward_varlen", options.sm_margin));
-  dispatch::launch_forward_varlen(args, scale, tiles, stream);
+  const schedule::VarlenForwardTiles tiles =
+      host::plan_forward_varlen(args.shape, args.lengths, options.causal,
+                                dispatch::usable_sm_count("forward_varlen", options.sm_margin), options.window_left,
+                                options.window_right);
+  dispatch::launch_forward_varlen(args, sm90::ForwardConfig{scale, options.softcap}, tiles,
+                                  host::has_score_mods(options, args.sinks), stream);
 }
 
 std::size_t backward_workspace_size(const ProblemShape& shape, const Options& options) {
-  host::validate_problem("backward_workspace_size", shape, options);
+  host::validate_backward_problem("backward_workspace_size", shape, options);
   return host::plan_backward_workspace(shape, options).total_bytes;
 }
 
@@ -61,6 +66,7 @@ void run_backward(const char* function, const BackwardArgs& args, const plan::Ba
   config.problem = problem;
   config.schedule = schedule::Schedule(kind);
   config.softmax_scale = host::resolved_softmax_scale(args.shape, options);
+  config.softcap = options.softcap;
   const int capacity = dispatch::backward_main_capacity(dispatch::usable_sm_count(function, options.sm_margin));
   const int cap = options.max_ctas > 0 ? std::min(options.max_ctas, capacity) : capacity;
   if (problem.is_varlen()) {
@@ -83,7 +89,7 @@ void run_backward(const char* function, const BackwardArgs& args, const plan::Ba
     config.grid = config.schedule.launch_grid(problem, cap);
   }
   sm90::launch_backward_preprocess(args, workspace, problem, stream);
-  dispatch::launch_backward_main(args, workspace, config, stream);
+  dispatch::launch_backward_main(args, workspace, config, host::has_score_mods(options, args.sinks), stream);
   sm90::launch_backward_postprocess(args, workspace, problem, config.softmax_scale, stream);
 }
 
@@ -107,6 +113,8 @@ BackwardArgs packed_backward_args(const VarlenBackwardArgs& a) {
   packed.dlse = lse_rows(a.dlse);
   packed.workspace = a.workspace;
   packed.workspace_bytes = a.workspace_bytes;
+  packed.sinks = a.sinks;
+  packed.dsinks = a.dsinks;
   return packed;
 }
 
@@ -114,13 +122,14 @@ BackwardArgs packed_backward_args(const VarlenBackwardArgs& a) {
 
 void backward(const BackwardArgs& args, const Options& options, cudaStream_t stream) {
   // The shape is checked before it is planned: the plan's arithmetic assumes a valid one.
-  host::validate_problem("backward", args.shape, options);
+  host::validate_backward_problem("backward", args.shape, options);
   const plan::BackwardWorkspace workspace = host::plan_backward_workspace(args.shape, options);
   host::validate_backward(args, options, workspace.total_bytes);
   const dispatch::DeviceScope scope("backward", {{"q", args.q.data}, {"k", args.k.data}, {"v", args.v.data},
                                                  {"out", args.out.data}, {"dout", args.dout.data},
                                                  {"lse", args.lse.data}, {"dlse", args.dlse.data}, {"dq", args.dq.data}, {"dk", args.dk.data},
-                                                 {"dv", args.dv.data}, {"workspace", args.workspace}}, stream);
+                                                 {"dv", args.dv.data}, {"workspace", args.workspace},
+                                                 {"sinks", args.sinks}, {"dsinks", args.dsinks}}, stream);
   run_backward("backward", args, workspace, host::backward_tile_problem(args.shape, options),
                host::backward_schedule(args.shape, options), options, stream);
 }
@@ -140,7 +149,8 @@ void backward_varlen(const VarlenBackwardArgs& args, const Options& options, cud
       "backward_varlen",
       {{"q", args.q.data}, {"k", args.k.data}, {"v", args.v.data}, {"out", args.out.data}, {"dout", args.dout.data},
        {"lse", args.lse.data}, {"dlse", args.dlse.data}, {"dq", args.dq.data}, {"dk", args.dk.data},
-       {"dv", args.dv.data}, {"workspace", args.workspace}, {"lengths.cu_seqlens_q", l.cu_seqlens_q},
+       {"dv", args.dv.data}, {"workspace", args.workspace}, {"sinks", args.sinks}, {"dsinks", args.dsinks},
+       {"lengths.cu_seqlens_q", l.cu_seqlens_q},
        {"lengths.cu_seqlens_k", l.cu_seqlens_k}, {"lengths.seqused_q", l.seqused_q},
        {"lengths.seqused_k", l.seqused_k}},
       stream);

@@ -1,4 +1,4 @@
-// The one dispatch point: runtime (pass, dtype, head_dim) -> the compiled row
+// The one dispatch point: runtime (pass, dtype, head_dim, score mods) -> the compiled row
 // of the kernel table (dash_attn/compiled_kernels.hpp); a row this build did
 // not compile is refused with a sentence naming it.
 #pragma once
@@ -7,14 +7,15 @@
 
 namespace dash_attn::dispatch {
 
-void launch_forward(const ForwardArgs& args, float softmax_scale, const schedule::ForwardPlan& plan,
-                    cudaStream_t stream);
+// score_mods: the request has a window, a softcap or sinks (host::has_score_mods).
+void launch_forward(const ForwardArgs& args, const sm90::ForwardConfig& config, const schedule::ForwardPlan& plan,
+                    bool score_mods, cudaStream_t stream);
 
-void launch_forward_varlen(const VarlenForwardArgs& args, float softmax_scale,
-                           const schedule::VarlenForwardTiles& tiles, cudaStream_t stream);
+void launch_forward_varlen(const VarlenForwardArgs& args, const sm90::ForwardConfig& config,
+                           const schedule::VarlenForwardTiles& tiles, bool score_mods, cudaStream_t stream);
 
 void launch_backward_main(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
-                          const sm90::BackwardMainConfig& config, cudaStream_t stream);
+                          const sm90::BackwardMainConfig& config, bool score_mods, cudaStream_t stream);
 
 // SMs of the current device less sm_margin; throws kInvalidArgument naming
 // options.sm_margin when that leaves none.

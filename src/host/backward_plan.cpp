@@ -28,6 +28,9 @@ void carve(plan::BackwardWorkspace& w, const ProblemShape& s, const Options& opt
   w.lse_log2 = take(cursor, q_rows * sizeof(float));
   w.dpsum = take(cursor, q_rows * sizeof(float));
   if (ordered) w.dq_counters = take(cursor, q_slots * sizeof(int32_t));
+  // Whether the call has sinks is not known here (they are an argument, not
+  // an option): 4 bytes per dQ tile, under 0.1% of the dQ accumulator.
+  w.sink_partials = take(cursor, q_slots * sizeof(float));
   if (grouped) {
     w.dk_accum = take(cursor, kv_rows * s.head_dim * sizeof(float));
     w.dv_accum = take(cursor, kv_rows * s.head_dim * sizeof(float));
@@ -81,6 +84,8 @@ schedule::TileProblem backward_tile_problem(const ProblemShape& s, const Options
   p.causal = options.causal;
   p.seqlen_q = static_cast<int>(s.seqlen_q);
   p.seqlen_k = static_cast<int>(s.seqlen_k);
+  p.window_left = options.window_left;
+  p.window_right = options.window_right;
   return p;
 }
 

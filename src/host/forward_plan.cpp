@@ -7,12 +7,15 @@
 
 namespace dash_attn::host {
 
-schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_count) {
+schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_count, int window_left,
+                                   int window_right) {
   schedule::ForwardPlan p;
   p.tile = forward_tile(static_cast<int>(s.head_dim));
   p.seqlen_q = static_cast<int>(s.seqlen_q);
   p.seqlen_k = static_cast<int>(s.seqlen_k);
   p.causal = causal;
+  p.window_left = window_left;
+  p.window_right = window_right;
   p.m_blocks = ceil_div(p.seqlen_q, p.tile.block_m);
   p.n_blocks = ceil_div(p.seqlen_k, p.tile.block_n);
   p.heads = static_cast<int>(s.heads_q);
@@ -29,12 +32,14 @@ schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_co
 }
 
 schedule::VarlenForwardTiles plan_forward_varlen(const ProblemShape& s, const VarlenLengths& lengths, bool causal,
-                                                 int sm_count) {
+                                                 int sm_count, int window_left, int window_right) {
   schedule::VarlenForwardTiles t;
   t.tile = forward_tile(static_cast<int>(s.head_dim));
   t.batch = static_cast<int>(s.batch);
   t.heads = static_cast<int>(s.heads_q);
   t.causal = causal;
+  t.window_left = window_left;
+  t.window_right = window_right;
   t.total_q = static_cast<int>(lengths.total_q);
   t.total_k = static_cast<int>(lengths.total_k);
   t.cu_seqlens_q = lengths.cu_seqlens_q;

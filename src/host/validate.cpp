@@ -10,6 +10,7 @@
 
 #include "dash_attn/error.hpp"
 #include "dash_attn/kernel_table.hpp"
+#include "dash_attn/mask/mask_geometry.hpp"
 #include "dash_attn/schedule/resolve.hpp"
 #include "dash_attn/tile_config.hpp"
 #include "overlap.hpp"
@@ -116,7 +117,25 @@ void check_no_overlap(const char* function, const std::vector<Named>& outputs, c
   }
 }
 
+// heads_q fp32 in device memory (ForwardArgs::sinks), optional.
+void check_sinks(const char* function, const char* name, const void* sinks) {
+  if (reinterpret_cast<std::uintptr_t>(sinks) % alignof(float) != 0)
+    fail(ErrorCode::kInvalidArgument, function, name, "expected a 4-byte aligned float pointer (heads_q fp32) or null");
+}
+
+StridedView sinks_view(const void* sinks, const ProblemShape& s) {
+  return sinks != nullptr ? StridedView{sinks, sizeof(float), 1, {s.heads_q}, {1}} : StridedView{};
+}
+
 }  // namespace
+
+bool has_window(const Options& options) {
+  return mask::requests_window(options.causal, options.window_left, options.window_right);
+}
+
+bool has_score_mods(const Options& options, const void* sinks) {
+  return has_window(options) || options.softcap > 0.0f || sinks != nullptr;
+}
 
 void validate_problem(const char* function, const ProblemShape& s, const Options& options) {
   check_positive(function, "shape.batch", s.batch);
@@ -160,10 +179,28 @@ void validate_problem(const char* function, const ProblemShape& s, const Options
   if (options.deterministic && options.schedule == ScheduleKind::kAtomic)
     fail(ErrorCode::kInvalidArgument, function, "options.schedule",
          "'atomic' is not deterministic; set options.deterministic = false or choose a deterministic schedule");
+  for (const auto& [name, bound] : {std::pair{"options.window_left", options.window_left},
+                                    std::pair{"options.window_right", options.window_right}})
+    if (bound < -1)
+      fail(ErrorCode::kInvalidArgument, function, name,
+           "expected -1 (unbounded) or a key count >= 0 (FlashAttention's window_size), got " + str(bound));
+  if (!(std::isfinite(options.softcap) && options.softcap >= 0.0f))
+    fail(ErrorCode::kInvalidArgument, function, "options.softcap",
+         "expected 0 (off) or a finite positive cap, got " + str(options.softcap));
   if (!options.deterministic && options.schedule != ScheduleKind::kAtomic && options.schedule != ScheduleKind::kAuto)
     fail(ErrorCode::kInvalidArgument, function, "options.schedule",
          std::string("'") + std::string(to_string(options.schedule)) +
              "' is a deterministic schedule but options.deterministic is false; use 'atomic' or 'auto'");
+}
+
+void validate_backward_problem(const char* function, const ProblemShape& shape, const Options& options) {
+  validate_problem(function, shape, options);
+  if (has_window(options) && !schedule::supports_window(options.schedule))
+    fail(ErrorCode::kNotSupported, function, "options.schedule",
+         std::string("'") + std::string(to_string(options.schedule)) +
+             "' is a wave schedule, whose chains and ranks assume no sliding window (schedule/resolve.hpp, "
+             "supports_window); with options.window_left/window_right choose 'descending', 'fa3', 'auto' or, "
+             "non-deterministic, 'atomic'");
 }
 
 void validate_forward(const ForwardArgs& a, const Options& options) {
@@ -172,10 +209,12 @@ void validate_forward(const ForwardArgs& a, const Options& options) {
   check_forward_tensors(kFn, a.shape, a.q, a.k, a.v, a.out, a.lse);
   const ProblemShape& s = a.shape;
   const int64_t d = s.head_dim;
+  check_sinks(kFn, "sinks", a.sinks);
   check_no_overlap(kFn, {{"out", view_of(a.out, s.batch, s.seqlen_q, s.heads_q, d)}, {"lse", view_of(a.lse, s)}},
                    {{"q", view_of(a.q, s.batch, s.seqlen_q, s.heads_q, d)},
                     {"k", view_of(a.k, s.batch, s.seqlen_k, s.heads_kv, d)},
-                    {"v", view_of(a.v, s.batch, s.seqlen_k, s.heads_kv, d)}});
+                    {"v", view_of(a.v, s.batch, s.seqlen_k, s.heads_kv, d)},
+                    {"sinks", sinks_view(a.sinks, s)}});
 }
 
 namespace {
@@ -245,6 +284,16 @@ void check_varlen_lengths(const char* kFn, const ProblemShape& s, const VarlenLe
       fail(ErrorCode::kInvalidArgument, kFn, name, "expected a 4-byte aligned int32 pointer");
 }
 
+// The sinks and their gradient (which needs them); the sinks join the inputs.
+void check_backward_sinks(const char* kFn, const ProblemShape& s, const float* sinks, const float* dsinks,
+                          std::vector<Named>& inputs) {
+  check_sinks(kFn, "sinks", sinks);
+  check_sinks(kFn, "dsinks", dsinks);
+  if (dsinks != nullptr && sinks == nullptr)
+    fail(ErrorCode::kInvalidArgument, kFn, "dsinks", "is the sinks' gradient, but 'sinks' is null");
+  inputs.push_back({"sinks", sinks_view(sinks, s)});
+}
+
 StridedView int32_view(const int32_t* p, int64_t count) {
   return p != nullptr ? StridedView{p, sizeof(int32_t), 1, {count}, {1}} : StridedView{};
 }
@@ -273,12 +322,14 @@ void validate_forward_varlen(const VarlenForwardArgs& a, const Options& options)
                                    {"k", view_of(a.k, 1, l.total_k, s.heads_kv, d)},
                                    {"v", view_of(a.v, 1, l.total_k, s.heads_kv, d)}};
   for (const Named& v : length_views(s, l)) inputs.push_back(v);
+  check_sinks(kFn, "sinks", a.sinks);
+  inputs.push_back({"sinks", sinks_view(a.sinks, s)});
   check_no_overlap(kFn, {{"out", view_of(a.out, 1, l.total_q, s.heads_q, d)}, {"lse", view_of(a.lse, packed)}}, inputs);
 }
 
 void validate_backward_varlen_problem(const char* function, const ProblemShape& shape, const VarlenLengths& lengths,
                                       const Options& options) {
-  validate_problem(function, shape, options);
+  validate_backward_problem(function, shape, options);
   check_varlen_lengths(function, shape, lengths);
   if (schedule::is_wave_schedule(options.schedule))
     fail(ErrorCode::kNotSupported, function, "options.schedule",
@@ -297,18 +348,24 @@ void validate_backward_varlen(const VarlenBackwardArgs& a, std::size_t required_
                          required_workspace_bytes, "backward_varlen_workspace_size");
   std::vector<Named> inputs = backward_inputs(packed, a.q, a.k, a.v, a.out, a.dout, a.lse, a.dlse);
   for (const Named& v : length_views(s, l)) inputs.push_back(v);
-  check_no_overlap(kFn, backward_outputs(packed, a.dq, a.dk, a.dv, a.workspace, a.workspace_bytes), inputs);
+  check_backward_sinks(kFn, s, a.sinks, a.dsinks, inputs);
+  std::vector<Named> outputs = backward_outputs(packed, a.dq, a.dk, a.dv, a.workspace, a.workspace_bytes);
+  outputs.push_back({"dsinks", sinks_view(a.dsinks, s)});
+  check_no_overlap(kFn, outputs, inputs);
 }
 
 void validate_backward(const BackwardArgs& a, const Options& options, std::size_t required_workspace_bytes) {
   constexpr const char* kFn = "backward";
-  validate_problem(kFn, a.shape, options);
+  validate_backward_problem(kFn, a.shape, options);
   const ProblemShape& s = a.shape;
   check_forward_tensors(kFn, s, a.q, a.k, a.v, a.out, a.lse);
   check_backward_outputs(kFn, s, a.dout, a.dlse, a.dq, a.dk, a.dv, a.workspace, a.workspace_bytes,
                          required_workspace_bytes, "backward_workspace_size");
-  check_no_overlap(kFn, backward_outputs(s, a.dq, a.dk, a.dv, a.workspace, a.workspace_bytes),
-                   backward_inputs(s, a.q, a.k, a.v, a.out, a.dout, a.lse, a.dlse));
+  std::vector<Named> inputs = backward_inputs(s, a.q, a.k, a.v, a.out, a.dout, a.lse, a.dlse);
+  check_backward_sinks(kFn, s, a.sinks, a.dsinks, inputs);
+  std::vector<Named> outputs = backward_outputs(s, a.dq, a.dk, a.dv, a.workspace, a.workspace_bytes);
+  outputs.push_back({"dsinks", sinks_view(a.dsinks, s)});
+  check_no_overlap(kFn, outputs, inputs);
 }
 
 bool runs_sm90_kernels(int major, int minor) { return major == 9 && minor == 0; }

@@ -18,13 +18,21 @@ void validate_backward_varlen(const VarlenBackwardArgs& args, std::size_t requir
 // workspace size needs); refuses the wave schedules by name.
 void validate_backward_varlen_problem(const char* function, const ProblemShape& shape, const VarlenLengths& lengths,
                                       const Options& options);
-// The shape and option rules alone (what backward_workspace_size needs).
+// The shape and option rules alone, both passes.
 void validate_problem(const char* function, const ProblemShape& shape, const Options& options);
+// validate_problem and the backward's own option rules (what
+// backward_workspace_size needs): a window refuses the wave schedules by name.
+void validate_backward_problem(const char* function, const ProblemShape& shape, const Options& options);
 
 // The kernels are sm_90a code: they run on compute capability 9.0 alone.
 bool runs_sm90_kernels(int major, int minor);
 // Throws kNotSupported naming the device and its compute capability unless it runs them.
 void validate_device(const char* function, int device, const char* name, int major, int minor);
+
+// A sliding window is set beyond what options.causal says (HeadTiles::has_window's rule).
+bool has_window(const Options& options);
+// Window, softcap or sinks: the request needs the kernels with score mods.
+bool has_score_mods(const Options& options, const void* sinks);
 
 // options.softmax_scale, or 1/sqrt(head_dim) when it is unset.
 float resolved_softmax_scale(const ProblemShape& shape, const Options& options);

@@ -162,6 +162,62 @@ TEST(Validation, RejectsBadOptions) {
   }, ErrorCode::kInvalidArgument, {"options.schedule", "'shift'", "deterministic is false"});
 }
 
+TEST(Validation, NamesBadWindowSoftcapAndSinks) {
+  expect_forward_error([](ForwardArgs&, Options& o) { o.window_left = -2; }, ErrorCode::kInvalidArgument,
+                       {"options.window_left", "got -2"});
+  expect_forward_error([](ForwardArgs&, Options& o) { o.window_right = -5; }, ErrorCode::kInvalidArgument,
+                       {"options.window_right"});
+  for (float cap : {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
+    expect_forward_error([cap](ForwardArgs&, Options& o) { o.softcap = cap; }, ErrorCode::kInvalidArgument,
+                         {"options.softcap"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.sinks = reinterpret_cast<const float*>(0x100002); },
+                       ErrorCode::kInvalidArgument, {"'sinks'", "aligned"});
+  expect_forward_error([](ForwardArgs& a, Options&) { a.sinks = static_cast<const float*>(a.out.data); },
+                       ErrorCode::kInvalidArgument, {"'out'", "'sinks'"});
+  // The forward ignores the schedule, so a window with a wave schedule is the backward's refusal alone.
+  Options wave;
+  wave.schedule = ScheduleKind::kShift;
+  wave.window_left = 128;
+  EXPECT_NO_THROW(host::validate_forward(valid_forward(), wave));
+  expect_error([&] { host::validate_backward_problem("backward", valid_forward().shape, wave); },
+               ErrorCode::kNotSupported, {"options.schedule", "'shift'", "sliding window"});
+  Options windowed;
+  windowed.window_left = 128;
+  EXPECT_NO_THROW(host::validate_backward_problem("backward", valid_forward().shape, windowed));
+  // causal with window_right alone is no window: the wave schedules still run.
+  Options causal_right;
+  causal_right.causal = true;
+  causal_right.window_right = 7;
+  causal_right.schedule = ScheduleKind::kSymmetricShift;
+  EXPECT_FALSE(host::has_window(causal_right));
+  EXPECT_NO_THROW(host::validate_backward_problem("backward", valid_forward().shape, causal_right));
+  BackwardArgs b = valid_backward(Options{});
+  b.dsinks = static_cast<float*>(fake_pointer(11));
+  expect_error([&] { host::validate_backward(b, Options{}, b.workspace_bytes); }, ErrorCode::kInvalidArgument,
+               {"'dsinks'", "'sinks' is null"});
+  b.sinks = static_cast<const float*>(fake_pointer(12));
+  EXPECT_NO_THROW(host::validate_backward(b, Options{}, b.workspace_bytes));
+  b.dsinks = static_cast<float*>(b.dq.data);
+  expect_error([&] { host::validate_backward(b, Options{}, b.workspace_bytes); }, ErrorCode::kInvalidArgument,
+               {"'dsinks'", "overlaps"});
+}
+
+TEST(Validation, ScoreModsAreWindowSoftcapOrSinks) {
+  Options o;
+  EXPECT_FALSE(host::has_score_mods(o, nullptr));
+  o.causal = true;
+  EXPECT_FALSE(host::has_score_mods(o, nullptr));
+  o.window_left = 0;
+  EXPECT_TRUE(host::has_score_mods(o, nullptr));
+  Options cap;
+  cap.softcap = 30.0f;
+  EXPECT_TRUE(host::has_score_mods(cap, nullptr));
+  EXPECT_TRUE(host::has_score_mods(Options{}, fake_pointer(1)));
+  Options right;
+  right.window_right = 0;  // non-causal (-1, 0) is causal spelled as a window: still a window request
+  EXPECT_TRUE(host::has_window(right));
+}
+
 TEST(Validation, RefusesOutputsThatAliasInputsOrEachOther) {
   expect_forward_error([](ForwardArgs& a, Options&) { a.out.data = a.q.data; }, ErrorCode::kInvalidArgument,
                        {"forward", "'out'", "overlaps 'q'"});

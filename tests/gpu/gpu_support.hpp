@@ -25,30 +25,35 @@
 namespace dash_attn::testing {
 
 // The kernel table rows this build compiled (-DDASH_KERNELS trims them): the
-// GPU tests cover exactly these.
+// GPU tests cover exactly these. score_mods: the rows with sliding windows,
+// softcap and sinks (ScoreMods), else the Plain ones.
 struct KernelRow {
   DType dtype;
   int64_t head_dim;
+  bool score_mods = false;
 };
 
-inline std::vector<KernelRow> compiled_rows(Pass pass) {
-#define DASH_TEST_ROW(row_dtype, row_head_dim) KernelRow{DType::k##row_dtype, row_head_dim},
+inline std::vector<KernelRow> compiled_rows(Pass pass, bool score_mods = false) {
+#define DASH_TEST_ROW(row_dtype, row_head_dim, row_mods) KernelRow{DType::k##row_dtype, row_head_dim, row_mods},
   const std::vector<KernelRow> forward{DASH_COMPILED_FORWARD_KERNELS(DASH_TEST_ROW)};
   const std::vector<KernelRow> backward{DASH_COMPILED_BACKWARD_KERNELS(DASH_TEST_ROW)};
 #undef DASH_TEST_ROW
-  return pass == Pass::kForward ? forward : backward;
+  std::vector<KernelRow> rows;
+  for (const KernelRow& row : pass == Pass::kForward ? forward : backward)
+    if (row.score_mods == score_mods) rows.push_back(row);
+  return rows;
 }
 
-inline bool is_compiled(Pass pass, DType dtype, int64_t head_dim) {
-  for (const KernelRow& row : compiled_rows(pass))
+inline bool is_compiled(Pass pass, DType dtype, int64_t head_dim, bool score_mods = false) {
+  for (const KernelRow& row : compiled_rows(pass, score_mods))
     if (row.dtype == dtype && row.head_dim == head_dim) return true;
   return false;
 }
 
 // The compiled head dims of one dtype, in table order.
-inline std::vector<int64_t> compiled_head_dims(Pass pass, DType dtype) {
+inline std::vector<int64_t> compiled_head_dims(Pass pass, DType dtype, bool score_mods = false) {
   std::vector<int64_t> dims;
-  for (const KernelRow& row : compiled_rows(pass))
+  for (const KernelRow& row : compiled_rows(pass, score_mods))
     if (row.dtype == dtype) dims.push_back(row.head_dim);
   return dims;
 }

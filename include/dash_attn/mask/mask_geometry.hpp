@@ -25,7 +25,25 @@
 
 #include "dash_attn/host_device.hpp"
 
+// 1: device code honours sliding windows (windows_compiled). The ScoreMods
+// rows of the kernel table compile with 1, the Plain rows with 0
+// (cmake/kernel_table.cmake), so that the latter keep their code.
+#ifndef DASH_DEVICE_WINDOWS
+#define DASH_DEVICE_WINDOWS 0
+#endif
+
 namespace dash_attn::mask {
+
+// False in device code built without windows: requests_window and the plans'
+// windows then fold to "none" (the dispatch sends every windowed request to
+// a ScoreMods kernel). Always true on the host.
+DASH_HOST_DEVICE constexpr bool windows_compiled() {
+#if defined(__CUDA_ARCH__) && !DASH_DEVICE_WINDOWS
+  return false;
+#else
+  return true;
+#endif
+}
 
 // Rounds toward minus infinity (C++ '/' rounds toward zero). b > 0.
 DASH_HOST_DEVICE constexpr int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -46,6 +64,17 @@ DASH_HOST_DEVICE constexpr MaskWindow causal_window(bool causal) { return MaskWi
 // becomes unbounded, which keeps r + offset +- bound inside 32 bits.
 DASH_HOST_DEVICE constexpr MaskWindow sliding_window(int left, int right, int seqlen_q, int seqlen_k) {
   return MaskWindow{left < 0 || left >= seqlen_k ? -1 : left, right < 0 || right >= seqlen_q ? -1 : right};
+}
+
+// What a request asks for: causal and FlashAttention's window_size together
+// (causal forces right = 0). A window is set when it bounds more than causal
+// does; without one this is exactly causal_window(causal).
+DASH_HOST_DEVICE constexpr bool requests_window(bool causal, int left, int right) {
+  return left >= 0 || (!causal && right >= 0);
+}
+DASH_HOST_DEVICE constexpr MaskWindow requested_window(bool causal, int left, int right, int seqlen_q, int seqlen_k) {
+  return requests_window(causal, left, right) ? sliding_window(left, causal ? 0 : right, seqlen_q, seqlen_k)
+                                              : causal_window(causal);
 }
 
 enum class TileMask { kFullyMasked, kPartlyMasked, kUnmasked };

@@ -28,6 +28,7 @@ struct BackwardWorkspace {
   WorkspaceSlice lse_log2;     // fp32 block_m rows per dQ slot
   WorkspaceSlice dpsum;        // fp32 block_m rows per dQ slot: D = rowsum(dO * O)
   WorkspaceSlice dq_counters;  // int32 per dQ slot (deterministic schedules only)
+  WorkspaceSlice sink_partials;  // fp32 per dQ slot: the tile's share of d sinks (used with dsinks)
   WorkspaceSlice dk_accum;     // fp32 (block_n x head_dim, row-major) per KV slot, GQA/MQA only
   WorkspaceSlice dv_accum;     // same as dk_accum
   WorkspaceSlice dkv_counters; // int32 per KV slot, one for dK and one for dV (GQA/MQA, deterministic)

@@ -12,11 +12,13 @@ namespace dash_attn::host {
 // on the H200), leaving room for the streamed Q and O tiles.
 inline constexpr long long kForwardL2SectionBytes = 32ll << 20;
 
-schedule::ForwardPlan plan_forward(const ProblemShape& shape, bool causal, int sm_count);
+// window_left / window_right: Options' sliding window (-1: unbounded).
+schedule::ForwardPlan plan_forward(const ProblemShape& shape, bool causal, int sm_count, int window_left = -1,
+                                   int window_right = -1);
 
 // A varlen batch: shape.seqlen_q (max_seqlen_q) bounds the tiles and so the
 // grid; the tiles themselves are found on the device from the lengths.
 schedule::VarlenForwardTiles plan_forward_varlen(const ProblemShape& shape, const VarlenLengths& lengths, bool causal,
-                                                 int sm_count);
+                                                 int sm_count, int window_left = -1, int window_right = -1);
 
 }  // namespace dash_attn::host

@@ -28,6 +28,11 @@ struct ForwardPlan {
   int section_heads = 0;  // (batch, head) pairs whose query tiles are interleaved
   int tiles = 0;          // m_blocks * head_groups
   int grid = 0;           // persistent CTAs: min(tiles, SMs)
+  // Sliding window (FlashAttention's window_size, -1 unbounded; with causal
+  // the right bound is 0). Honoured by the ScoreMods kernels only
+  // (mask::windows_compiled).
+  int window_left = -1;
+  int window_right = -1;
 
   // Tile `index` of the global order. Heads are taken in sections small enough
   // that their K and V stay in L2 while every query tile of the section runs;
@@ -58,15 +63,19 @@ struct ForwardPlan {
   // Without a counter: tiles cta, cta + grid, ... (a static round robin).
   DASH_HOST_DEVICE int static_next_tile(int index) const { return index < tiles - grid ? index + grid : tiles; }
 
-  // The mask rule (bottom-right causal, key tail) at the forward's tile sizes,
-  // with the tile counts planned on the host so the kernel does not divide.
+  // The mask rule (bottom-right causal, window, key tail) at the forward's
+  // tile sizes, with the tile counts planned on the host so the kernel does not divide.
   DASH_HOST_DEVICE mask::MaskGeometry mask_geometry() const {
     return mask::MaskGeometry{seqlen_q, seqlen_k, tile.block_m, tile.block_n, m_blocks, n_blocks,
-                              mask::causal_window(causal)};
+                              mask::windows_compiled()
+                                  ? mask::requested_window(causal, window_left, window_right, seqlen_q, seqlen_k)
+                                  : mask::causal_window(causal)};
   }
 
-  // Key tiles [0, n_block_end) that query tile m_block visits; 0 when every
-  // row of the tile is fully masked (bottom-right causal with seqlen_q > seqlen_k).
+  // Key tiles [n_block_begin, n_block_end) that query tile m_block visits
+  // (the window's band); empty when every row of the tile is fully masked
+  // (bottom-right causal with seqlen_q > seqlen_k, a window past every key).
+  DASH_HOST_DEVICE int n_block_begin(int m_block) const { return mask_geometry().kv_begin(m_block); }
   DASH_HOST_DEVICE int n_block_end(int m_block) const { return mask_geometry().kv_end(m_block); }
 
   // Whether some score of tile (m_block, n_block) is masked: the key tail

@@ -13,11 +13,6 @@
 #include "dash_attn/host_device.hpp"
 #include "dash_attn/mask/mask_geometry.hpp"
 
-// 1: device code honours HeadTiles' window (see has_window). 0 until the
-// kernels take sliding windows.
-#ifndef DASH_DEVICE_WINDOWS
-#define DASH_DEVICE_WINDOWS 0
-#endif
 
 namespace dash_attn::schedule {
 
@@ -39,22 +34,18 @@ struct HeadTiles {
   // A sliding window is set (beyond what `causal` says). Raw values, not the
   // normalised ones: a choice made on it (resolve_schedule) is a function of
   // the request, never of a length.
-  // Device code compiles windows out (always false there) until the kernels
-  // take them: the API refuses every window, and reading window_left/right at
-  // run time cost the backward main kernel spills (ptxas, bf16 hdim 128: 1024/1608 B
-  // spill stores/loads against 796/1148 B without). A kernel that runs windows
-  // builds with DASH_DEVICE_WINDOWS=1.
+  // Device code of the Plain kernels compiles windows out (always false
+  // there; the dispatch sends every windowed request to a ScoreMods kernel):
+  // reading window_left/right at run time cost the backward main kernel
+  // spills (ptxas, bf16 hdim 128: 1024/1608 B spill stores/loads against
+  // 796/1148 B without).
   DASH_HOST_DEVICE constexpr bool has_window() const {
-#if defined(__CUDA_ARCH__) && !DASH_DEVICE_WINDOWS
-    return false;
-#else
-    return window_left >= 0 || (!causal && window_right >= 0);
-#endif
+    return mask::windows_compiled() && mask::requests_window(causal, window_left, window_right);
   }
 
   // Without a window exactly mask::causal_window(causal), as before windows.
   DASH_HOST_DEVICE constexpr mask::MaskWindow window() const {
-    return has_window() ? mask::sliding_window(window_left, causal ? 0 : window_right, seqlen_q, seqlen_k)
+    return has_window() ? mask::requested_window(causal, window_left, window_right, seqlen_q, seqlen_k)
                         : mask::causal_window(causal);
   }
   DASH_HOST_DEVICE constexpr mask::MaskGeometry mask_geometry() const {

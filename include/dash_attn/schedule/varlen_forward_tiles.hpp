@@ -49,6 +49,8 @@ struct VarlenForwardTiles {
   const int32_t* cu_seqlens_k = nullptr;
   const int32_t* seqused_q = nullptr;  // optional
   const int32_t* seqused_k = nullptr;
+  int window_left = -1;  // as ForwardPlan's: each sequence's own band
+  int window_right = -1;
 
   // Rows of sequence s in the packed tensors (clamped: sequence_rows.hpp).
   DASH_HOST_DEVICE SequenceRows rows_q(int s) const { return sequence_rows(cu_seqlens_q, seqused_q, total_q, s); }
@@ -77,7 +79,9 @@ struct VarlenForwardTiles {
                               tile.block_n,
                               m_blocks(w.seqlen_q),
                               (w.seqlen_k + tile.block_n - 1) / tile.block_n,
-                              mask::causal_window(causal)};
+                              mask::windows_compiled()
+                                  ? mask::requested_window(causal, window_left, window_right, w.seqlen_q, w.seqlen_k)
+                                  : mask::causal_window(causal)};
   }
 
   DASH_HOST_DEVICE int first_tile(int cta) const { return cta; }

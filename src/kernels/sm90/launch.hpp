@@ -12,36 +12,45 @@
 
 namespace dash_attn::sm90 {
 
+// The score beyond q.k (the window is the plan's): kScoreMods rows honour a
+// softcap and the arguments' sinks, the others are only called without.
+struct ForwardConfig {
+  float softmax_scale = 1.f;
+  float softcap = 0.f;  // > 0: s = softcap * tanh(softmax_scale * q.k / softcap)
+};
+
 // What the host decided for the backward main kernel.
 struct BackwardMainConfig {
   schedule::Schedule schedule{ScheduleKind::kAtomic};  // resolved kind (never kAuto) and claim order
-  schedule::TileProblem problem;
+  schedule::TileProblem problem;  // with the window (ScoreMods rows only)
   float softmax_scale = 1.f;
+  float softcap = 0.f;       // as ForwardConfig::softcap (ScoreMods rows only)
   int grid = 1;              // CTAs launched; each claims work items until none is left
   bool cooperative = false;  // guarantee co-residency of the whole grid (wave schedules)
 };
 
 // The forward of one table row: O and LSE over the planned persistent grid.
-template <DType kDType, int kHeadDim>
-void run_forward(const ForwardArgs& args, float softmax_scale, const schedule::ForwardPlan& plan,
+template <DType kDType, int kHeadDim, bool kScoreMods>
+void run_forward(const ForwardArgs& args, const ForwardConfig& config, const schedule::ForwardPlan& plan,
                  cudaStream_t stream);
 
 // The backward main kernel of one table row: dK, dV (or their GQA
 // accumulators) and the fp32 dQ accumulator.
-template <DType kDType, int kHeadDim>
+template <DType kDType, int kHeadDim, bool kScoreMods>
 void run_backward_main(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
                        const BackwardMainConfig& config, cudaStream_t stream);
 
 // The forward of one table row over a variable-length batch.
-template <DType kDType, int kHeadDim>
-void run_forward_varlen(const VarlenForwardArgs& args, float softmax_scale, const schedule::VarlenForwardTiles& tiles,
-                        cudaStream_t stream);
+template <DType kDType, int kHeadDim, bool kScoreMods>
+void run_forward_varlen(const VarlenForwardArgs& args, const ForwardConfig& config,
+                        const schedule::VarlenForwardTiles& tiles, cudaStream_t stream);
 
 // The forward's tile-claim counter for the current device and `stream`; null
 // when none can be made now (the kernel then takes the static order).
 int* forward_tile_counter(cudaStream_t stream);
 
-// D = rowsum(dO * O) - dlse, LSE in log2 units, zero dQ accumulator and counters.
+// D = rowsum(dO * O) - dlse, LSE in log2 units, zero dQ accumulator and
+// counters; with args.dsinks, the sinks' gradient (a fixed-order sum).
 // `problem` gives each sequence's rows (a varlen batch's BackwardArgs view
 // the packed tensors with batch_stride 0; backward_varlen in dispatch/api.cpp).
 void launch_backward_preprocess(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,

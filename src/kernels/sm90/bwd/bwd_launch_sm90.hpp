@@ -26,10 +26,10 @@ typename BwdParams<Traits>::GmemTensor gmem_tensor(const TensorView& t, int64_t 
                          make_stride(seq_stride, _1{}, head_stride, batch_stride)));
 }
 
-template <class Element, int kHeadDim>
+template <class Element, int kHeadDim, bool kScoreMods>
 void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorkspace& w, const BackwardMainConfig& c,
                                cudaStream_t stream) {
-  using Traits = BwdTraits<Element, kHeadDim>;
+  using Traits = BwdTraits<Element, kHeadDim, kScoreMods>;
   const ProblemShape& s = a.shape;
   auto* base = static_cast<char*>(a.workspace);
   auto at = [&](const plan::WorkspaceSlice& slice) { return slice.bytes ? base + slice.offset : nullptr; };
@@ -57,7 +57,8 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
   p.total_items = p.varlen ? 0 : p.schedule.total_items(c.problem);
   p.accum = w.accum;
   p.softmax_scale = c.softmax_scale;
-  p.scale_log2 = c.softmax_scale * static_cast<float>(M_LOG2E);
+  p.scale_log2 = (c.softcap > 0.f ? c.softcap : c.softmax_scale) * static_cast<float>(M_LOG2E);
+  p.softcap_scale = c.softcap > 0.f ? c.softmax_scale / c.softcap : 0.f;
   p.lse_log2 = reinterpret_cast<const float*>(at(w.lse_log2));
   p.dpsum = reinterpret_cast<const float*>(at(w.dpsum));
   p.dq_accum = reinterpret_cast<float*>(at(w.dq_accum));
@@ -100,11 +101,11 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
 
 namespace dash_attn::sm90 {
 
-template <DType kDType, int kHeadDim>
+template <DType kDType, int kHeadDim, bool kScoreMods>
 void run_backward_main(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
                        const BackwardMainConfig& config, cudaStream_t stream) {
   using Element = std::conditional_t<kDType == DType::kBF16, cutlass::bfloat16_t, cutlass::half_t>;
-  bwd::launch_backward_main_sm90<Element, kHeadDim>(args, workspace, config, stream);
+  bwd::launch_backward_main_sm90<Element, kHeadDim, kScoreMods>(args, workspace, config, stream);
 }
 
 }  // namespace dash_attn::sm90

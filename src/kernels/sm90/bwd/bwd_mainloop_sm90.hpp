@@ -12,6 +12,7 @@
 #include "kernels/sm90/common/sync_sm90.hpp"
 #include "kernels/sm90/common/wgmma_sm90.hpp"
 #include "kernels/sm90/common/exp2_approx.hpp"
+#include "kernels/sm90/common/softcap_sm90.hpp"
 
 namespace dash_attn::sm90::bwd {
 
@@ -83,7 +84,7 @@ struct BwdMainloop {
 
     // The mask at the compile-time tile sizes (tiles' own are the same, known only at run time).
     const mask::MaskGeometry element_mask =
-        mask::mask_geometry(tiles.seqlen_q, tiles.seqlen_k, kBlockM, kBlockN, mask::causal_window(tiles.causal));
+        mask::mask_geometry(tiles.seqlen_q, tiles.seqlen_k, kBlockM, kBlockN, tiles.window());
     for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
       const int q_tile = cursor.q_tile();
       const int stage = pipe.index();
@@ -95,28 +96,51 @@ struct BwdMainloop {
       cutlass::arch::ClusterBarrier::wait(&smem.dout_full[stage], pipe.phase());
       wgmma_gemm<true>(mma_sdp, t_v, t_do(_, _, _, stage), dp_acc);
 
-      // P^T = exp2(S^T * scale_log2 - lse_log2).
+      // P^T = exp2(S^T * scale_log2 - lse_log2); with a softcap S^T is first
+      // tanh(S^T * softcap_scale), whose derivative 1 - tanh^2 dS^T needs.
       warpgroup_wait<1>();
       const float* lse = smem.lse_log2[stage];
+      [[maybe_unused]] decltype(make_fragment_like(s_acc)) dtanh;
+      if constexpr (Traits::kScoreMods) {
+        if (params.softcap_scale != 0.f) {
+          CUTE_UNROLL
+          for (int i = 0; i < size(s_acc); ++i) {
+            s_acc(i) = softcap_tanh(s_acc(i) * params.softcap_scale);
+            dtanh(i) = fmaf(-s_acc(i), s_acc(i), 1.0f);
+          }
+        }
+      }
       CUTE_UNROLL
       for (int i = 0; i < size(s_acc); ++i)
         s_acc(i) = exp2_approx(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
-      // Hidden keys (past seqlen_k, or past a causal row's last visible key)
-      // get P = 0 after the exponential: selecting its input or skipping it
-      // per element compiled to a serial chain of predicated loads (~+60% on
-      // a hdim 64 step).
+      // Hidden keys (past seqlen_k, past a causal row's last visible key or
+      // outside a window) get P = 0 after the exponential: selecting its
+      // input or skipping it per element compiled to a serial chain of
+      // predicated loads (~+60% on a hdim 64 step).
       if (tiles.needs_mask(q_tile, work.kv)) {
-        const mask::TileLocalMask local = element_mask.tile_local_mask_none_or_causal(q_tile, work.kv);
-        CUTE_UNROLL
-        for (int i = 0; i < size(s_acc); ++i)
-          if (local.hidden<false>(get<0>(coord_s(i)), get<1>(coord_s(i)))) s_acc(i) = 0.f;
+        if constexpr (Traits::kScoreMods) {
+          const mask::TileLocalMask local = element_mask.tile_local_mask(q_tile, work.kv);
+          CUTE_UNROLL
+          for (int i = 0; i < size(s_acc); ++i)
+            if (local.hidden<true>(get<0>(coord_s(i)), get<1>(coord_s(i)))) s_acc(i) = 0.f;
+        } else {
+          const mask::TileLocalMask local = element_mask.tile_local_mask_none_or_causal(q_tile, work.kv);
+          CUTE_UNROLL
+          for (int i = 0; i < size(s_acc); ++i)
+            if (local.hidden<false>(get<0>(coord_s(i)), get<1>(coord_s(i)))) s_acc(i) = 0.f;
+        }
       }
 
-      // dS^T = P^T o (dP^T - D).
+      // dS^T = P^T o (dP^T - D) (o (1 - tanh^2) under a softcap).
       warpgroup_wait<0>();
       const float* dpsum = smem.dpsum[stage];
       CUTE_UNROLL
       for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) = s_acc(i) * (dp_acc(i) - dpsum[get<1>(coord_s(i))]);
+      if constexpr (Traits::kScoreMods)
+        if (params.softcap_scale != 0.f) {
+          CUTE_UNROLL
+          for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) *= dtanh(i);
+        }
 
       Tensor p16 = convert_fragment<Element>(s_acc);
       Tensor ds16 = convert_fragment<Element>(dp_acc);

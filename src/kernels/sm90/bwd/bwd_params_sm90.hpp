@@ -32,7 +32,10 @@ struct BwdParams {
   // items' sequences with a scan (no total_items: the host has no lengths).
   bool varlen = false;
   int total_items = 0;
-  float scale_log2 = 0.f;      // softmax_scale * log2(e): P = exp2(S * scale_log2 - lse_log2)
+  // P = exp2(S * scale_log2 - lse_log2) with scale_log2 = softmax_scale * log2(e);
+  // with a softcap S is tanh(q.k * softcap_scale) and scale_log2 softcap * log2(e).
+  float scale_log2 = 0.f;
+  float softcap_scale = 0.f;   // softmax_scale / softcap; 0: no softcap (kScoreMods only)
   float softmax_scale = 0.f;   // applied to dK here, to dQ in the postprocess
 
   // Workspace: where each (sequence, head)'s tiles are (accumulator_tiles.hpp).

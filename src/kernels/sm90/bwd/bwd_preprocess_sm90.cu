@@ -9,6 +9,9 @@
 //    +inf, which makes every P of that row exactly 0;
 //  - the fp32 dQ accumulator of the tile and its reduction counter zeroed, so
 //    every call starts from the same state whatever earlier calls left;
+//  - with dsinks: each tile's share -sum_rows exp(sink - lse) * D of the
+//    sinks' gradient (D as above, the sink's dP being 0), summed per head by
+//    a second kernel over the tiles in a fixed order: deterministic;
 //  - varlen: the main kernel's claim order of the sequences (longest first),
 //    and whether the sequences' rows ascend, which keeps their workspace
 //    tiles apart (accumulator_tiles.hpp); when they do not, the flag tells
@@ -18,6 +21,9 @@
 
 #include <cmath>
 
+// Sequences are ranked by their work within a window's band (the ScoreMods
+// main kernels see the same band).
+#define DASH_DEVICE_WINDOWS 1
 #include "dash_attn/cuda_check.hpp"
 #include "dash_attn/schedule/varlen_problem.hpp"
 #include "kernels/sm90/launch.hpp"
@@ -26,6 +32,10 @@ namespace dash_attn::sm90 {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kMaxBlockM = 128;  // the largest backward block_m (tile_config.hpp)
+static_assert(backward_tile(64).block_m <= kMaxBlockM && backward_tile(128).block_m <= kMaxBlockM &&
+                  backward_tile(256).block_m <= kMaxBlockM,
+              "sink_terms holds one tile's rows");
 constexpr int kVectorElems = 8;  // 16-byte loads of bf16/fp16
 
 struct PreprocessParams {
@@ -42,6 +52,8 @@ struct PreprocessParams {
   float* dq_accum;
   int32_t* dq_counters;  // null for the atomic schedule
   int32_t* unordered;    // varlen: set to 1 when cu_seqlens do not ascend; null otherwise
+  const float* sinks;    // heads_q logits, or null: no sink gradient
+  float* sink_partials;  // per dQ slot, with sinks
   schedule::TileProblem problem;  // each sequence's rows
   plan::AccumulatorTiles accum;   // each (sequence, head)'s workspace tiles
   int head_dim, block_m;
@@ -82,6 +94,8 @@ __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessPara
   const int lanes_per_row = p.head_dim / kVectorElems;
   const int chunk = threadIdx.x % lanes_per_row;
   const int rows_per_pass = kThreads / lanes_per_row;
+  __shared__ float sink_terms[kMaxBlockM];
+  const float sink_log2 = p.sinks != nullptr ? p.sinks[head] * static_cast<float>(M_LOG2E) : 0.0f;
 #pragma unroll 4
   for (int local = threadIdx.x / lanes_per_row; local < p.block_m; local += rows_per_pass) {
     const int row = tile * p.block_m + local;
@@ -105,6 +119,16 @@ __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessPara
         d -= p.dlse[batch * p.dlse_batch_stride + head * p.dlse_head_stride + packed_row];
       p.dpsum[slot * p.block_m + local] = d;
       p.lse_log2[slot * p.block_m + local] = lse_log2;
+      // The sink's P is exp2(sink - lse) in log2 units: 0 for a padding row (lse_log2 = +inf).
+      if (p.sinks != nullptr) sink_terms[local] = -exp2f(sink_log2 - lse_log2) * d;
+    }
+  }
+  if (p.sinks != nullptr) {  // the same for every thread of the CTA
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float sum = 0.0f;
+      for (int local = 0; local < p.block_m; ++local) sum += sink_terms[local];  // row order: fixed
+      p.sink_partials[slot] = sum;
     }
   }
   float4* accum = reinterpret_cast<float4*>(p.dq_accum + slot * p.block_m * p.head_dim);
@@ -134,6 +158,28 @@ __global__ void __launch_bounds__(kThreads) varlen_sequence_order_kernel(schedul
   order[position] = s;
 }
 
+// d sinks[h]: one CTA per q head sums the tiles' shares, each thread its
+// sequences' tiles in order, then a fixed tree over the threads; the same
+// bits on every run of the same batch.
+__global__ void __launch_bounds__(kThreads) sink_gradient_kernel(const float* partials, schedule::TileProblem problem,
+                                                                 plan::AccumulatorTiles accum, float* dsinks) {
+  const int head = blockIdx.x;
+  float sum = 0.0f;
+  for (int b = threadIdx.x; b < problem.batch; b += kThreads) {
+    const int tiles = (problem.rows_q(b).length + problem.block_m - 1) / problem.block_m;
+    const int64_t first = accum.first_q_tile(problem, b, head);
+    for (int t = 0; t < tiles; ++t) sum += partials[first + t];
+  }
+  __shared__ float sums[kThreads];
+  sums[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) dsinks[head] = sums[0];
+}
+
 }  // namespace
 
 void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorkspace& w,
@@ -157,6 +203,8 @@ void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorks
   p.unordered = w.unordered.bytes ? reinterpret_cast<int32_t*>(base + w.unordered.offset) : nullptr;
   p.problem = problem;
   p.accum = w.accum;
+  p.sinks = a.dsinks != nullptr ? a.sinks : nullptr;  // the terms are only needed for the gradient
+  p.sink_partials = reinterpret_cast<float*>(base + w.sink_partials.offset);
   p.head_dim = static_cast<int>(a.shape.head_dim);
   p.block_m = w.tile.block_m;
   if (p.unordered != nullptr) DASH_CUDA_CHECK(cudaMemsetAsync(p.unordered, 0, sizeof(int32_t), stream));
@@ -177,6 +225,11 @@ void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorks
       bwd_preprocess_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(chunk);
     else
       bwd_preprocess_kernel<__half><<<grid, kThreads, 0, stream>>>(chunk);
+    DASH_CUDA_CHECK(cudaGetLastError());
+  }
+  if (p.sinks != nullptr) {
+    sink_gradient_kernel<<<static_cast<unsigned>(a.shape.heads_q), kThreads, 0, stream>>>(p.sink_partials, problem,
+                                                                                         w.accum, a.dsinks);
     DASH_CUDA_CHECK(cudaGetLastError());
   }
   if (w.dk_accum.bytes) DASH_CUDA_CHECK(cudaMemsetAsync(base + w.dk_accum.offset, 0, w.dk_accum.bytes, stream));

@@ -35,10 +35,14 @@ namespace dash_attn::sm90::bwd {
 
 using namespace cute;
 
-template <class Element_, int kHeadDim_>
+// kScoreMods_: the kernel honours sliding windows (left bounds in the
+// element mask), a softcap (dS gains 1 - tanh^2) and sinks (through the
+// forward's LSE); the ScoreMods rows of the kernel table.
+template <class Element_, int kHeadDim_, bool kScoreMods_ = false>
 struct BwdTraits {
   using Element = Element_;  // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kScoreMods = kScoreMods_;
   static constexpr int kBlockM = backward_tile(kHeadDim).block_m;
   static constexpr int kBlockN = backward_tile(kHeadDim).block_n;
   static constexpr bool kSplitHeadDim = kBlockN == 64;

@@ -23,11 +23,12 @@ struct FwdEpilogueSm90 {
     int64_t out_batch_stride, out_seq_stride, out_head_stride;
     float* lse;
     int64_t lse_batch_stride, lse_head_stride;
+    const float* sinks;  // heads_q logits or null (kScoreMods only)
   };
 
   static Params to_params(ForwardArgs const& a) {
     return Params{static_cast<Element*>(a.out.data), a.out.batch_stride, a.out.seq_stride, a.out.head_stride,
-                  a.lse.data, a.lse.batch_stride, a.lse.head_stride};
+                  a.lse.data, a.lse.batch_stride, a.lse.head_stride, a.sinks};
   }
 
   // Where the tile's (batch, head) rows start in out and lse; in a varlen
@@ -52,7 +53,14 @@ struct FwdEpilogueSm90 {
     using namespace cute;
     constexpr int kRows = Softmax::kRowsPerThread;
     float inverse_sum[kRows], lse[kRows];
-    softmax.finalize(inverse_sum, lse);
+    if constexpr (Traits::kScoreMods) {
+      if (p.sinks != nullptr)
+        finalize_with_sink(softmax, p.sinks[work.head], inverse_sum, lse);
+      else
+        softmax.finalize(inverse_sum, lse);
+    } else {
+      softmax.finalize(inverse_sum, lse);
+    }
     typename Traits::TiledMmaPV mma_pv;
     Tensor tOcO = mma_pv.get_thread_slice(thread_idx)
                       .partition_C(make_identity_tensor(Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{}));

@@ -107,10 +107,10 @@ class FwdKernelSm90 {
         uint32_t empty_phase = 1;  // the slot starts empty
         for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
           const schedule::ForwardWorkTile work = plan.work_tile(index);
-          const int n_block_end = plan.n_block_end(work.m_block);
-          if (n_block_end > 0)
+          const int n_block_begin = plan.n_block_begin(work.m_block), n_block_end = plan.n_block_end(work.m_block);
+          if (n_block_end > n_block_begin)
             Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work,
-                           n_block_end);
+                           n_block_begin, n_block_end);
           if (params.tile_counter != nullptr) {
             const int claim = atomicAdd(params.tile_counter, 1);
             if (plan.is_last_claim(claim)) atomicExch(params.tile_counter, 0);
@@ -140,12 +140,13 @@ class FwdKernelSm90 {
         schedule::VarlenForwardWork work = find_varlen_tile(plan, cursor, plan.first_tile(blockIdx.x));
         while (!plan.done(work)) {
           const schedule::VarlenTileMasks masks{&plan, work};
-          const int n_block_end = masks.mask_geometry().kv_end(work.m_block);
+          const mask::MaskGeometry geometry = masks.mask_geometry();
+          const int n_block_begin = geometry.kv_begin(work.m_block), n_block_end = geometry.kv_end(work.m_block);
           clear(tOrO);
           softmax.reset();
-          if (n_block_end > 0)
+          if (n_block_end > n_block_begin)
             Mainloop::mma(params.mainloop, masks, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v,
-                          thread_idx, work, n_block_end, tOrO, softmax);
+                          thread_idx, work, n_block_begin, n_block_end, tOrO, softmax);
           Epilogue::store(params.epilogue, masks, thread_idx, work, tOrO, softmax);
           work = take_hand_off(smem, full_phase);
         }
@@ -155,12 +156,12 @@ class FwdKernelSm90 {
         // the hdim 128 unit) than the form the H200 tests and A/B measured.
         for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
           const schedule::ForwardWorkTile work = plan.work_tile(index);
-          const int n_block_end = plan.n_block_end(work.m_block);
+          const int n_block_begin = plan.n_block_begin(work.m_block), n_block_end = plan.n_block_end(work.m_block);
           clear(tOrO);
           softmax.reset();
-          if (n_block_end > 0)
+          if (n_block_end > n_block_begin)
             Mainloop::mma(params.mainloop, plan, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v,
-                          thread_idx, work, n_block_end, tOrO, softmax);
+                          thread_idx, work, n_block_begin, n_block_end, tOrO, softmax);
           Epilogue::store(params.epilogue, plan, thread_idx, work, tOrO, softmax);
           index = take_hand_off(smem, full_phase);
         }
@@ -204,9 +205,11 @@ class FwdKernelSm90 {
     int index = plan.first_tile(blockIdx.x);
     schedule::VarlenForwardWork work = find_varlen_tile(plan, cursor, index);
     while (!plan.done(work)) {
-      const int n_block_end = plan.mask_geometry(work).kv_end(work.m_block);
-      if (lane0 && n_block_end > 0)
-        Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work, n_block_end);
+      const mask::MaskGeometry geometry = plan.mask_geometry(work);
+      const int n_block_begin = geometry.kv_begin(work.m_block), n_block_end = geometry.kv_end(work.m_block);
+      if (lane0 && n_block_end > n_block_begin)
+        Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work,
+                       n_block_begin, n_block_end);
       int claim = 0;
       if (params.tile_counter != nullptr) {
         if (lane0) claim = atomicAdd(params.tile_counter, 1);

@@ -16,10 +16,10 @@ template <DType kDType>
 using CutlassElement = std::conditional_t<kDType == DType::kBF16, cutlass::bfloat16_t, cutlass::half_t>;
 
 template <class Kernel>
-void launch_forward_kernel(const ForwardArgs& tensors, float softmax_scale, const decltype(Kernel::Params::plan)& plan,
-                           int grid, cudaStream_t stream) {
+void launch_forward_kernel(const ForwardArgs& tensors, const ForwardConfig& config,
+                           const decltype(Kernel::Params::plan)& plan, int grid, cudaStream_t stream) {
   allow_dynamic_shared_memory<&fwd::fwd_kernel_sm90<Kernel>>(Kernel::kSharedBytes);
-  const typename Kernel::Params params{Kernel::Mainloop::to_params(tensors, softmax_scale),
+  const typename Kernel::Params params{Kernel::Mainloop::to_params(tensors, config),
                                        Kernel::Epilogue::to_params(tensors), plan, forward_tile_counter(stream)};
   check_tma_descriptor(params.mainloop.tma_q, "forward", "q");
   check_tma_descriptor(params.mainloop.tma_k, "forward", "k");
@@ -28,10 +28,11 @@ void launch_forward_kernel(const ForwardArgs& tensors, float softmax_scale, cons
   DASH_CUDA_CHECK(cudaGetLastError());
 }
 
-template <DType kDType, int kHeadDim>
-void run_forward(const ForwardArgs& args, float softmax_scale, const schedule::ForwardPlan& plan, cudaStream_t stream) {
-  using Kernel = fwd::FwdKernelSm90<fwd::FwdTraits<CutlassElement<kDType>, kHeadDim>>;
-  launch_forward_kernel<Kernel>(args, softmax_scale, plan, plan.grid, stream);
+template <DType kDType, int kHeadDim, bool kScoreMods>
+void run_forward(const ForwardArgs& args, const ForwardConfig& config, const schedule::ForwardPlan& plan,
+                 cudaStream_t stream) {
+  using Kernel = fwd::FwdKernelSm90<fwd::FwdTraits<CutlassElement<kDType>, kHeadDim, kScoreMods>>;
+  launch_forward_kernel<Kernel>(args, config, plan, plan.grid, stream);
 }
 
 // The packed tensors as TMA and the epilogue see them: one sequence of
@@ -45,14 +46,16 @@ inline ForwardArgs packed_tensors(const VarlenForwardArgs& a) {
   packed.v = a.v;
   packed.out = a.out;
   packed.lse = a.lse;
+  packed.sinks = a.sinks;
   return packed;
 }
 
-template <DType kDType, int kHeadDim>
-void run_forward_varlen(const VarlenForwardArgs& args, float softmax_scale, const schedule::VarlenForwardTiles& tiles,
-                        cudaStream_t stream) {
-  using Kernel = fwd::FwdKernelSm90<fwd::FwdTraits<CutlassElement<kDType>, kHeadDim>, schedule::VarlenForwardTiles>;
-  launch_forward_kernel<Kernel>(packed_tensors(args), softmax_scale, tiles, tiles.grid, stream);
+template <DType kDType, int kHeadDim, bool kScoreMods>
+void run_forward_varlen(const VarlenForwardArgs& args, const ForwardConfig& config,
+                        const schedule::VarlenForwardTiles& tiles, cudaStream_t stream) {
+  using Kernel =
+      fwd::FwdKernelSm90<fwd::FwdTraits<CutlassElement<kDType>, kHeadDim, kScoreMods>, schedule::VarlenForwardTiles>;
+  launch_forward_kernel<Kernel>(packed_tensors(args), config, tiles, tiles.grid, stream);
 }
 
 }  // namespace dash_attn::sm90

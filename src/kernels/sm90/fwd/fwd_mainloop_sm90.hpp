@@ -17,9 +17,11 @@
 #include "dash_attn/types.hpp"
 #include "fwd_softmax_sm90.hpp"
 #include "fwd_traits_sm90.hpp"
+#include "kernels/sm90/common/softcap_sm90.hpp"
 #include "kernels/sm90/common/sync_sm90.hpp"
 #include "kernels/sm90/common/tma_sm90.hpp"
 #include "kernels/sm90/common/wgmma_sm90.hpp"
+#include "kernels/sm90/launch.hpp"
 
 namespace dash_attn::sm90::fwd {
 
@@ -57,13 +59,16 @@ struct FwdMainloopSm90 {
     GmemShape shape_q;   // (seqlen_q, head_dim, heads_q, batch)
     GmemShape shape_kv;  // (seqlen_k, head_dim, heads_kv, batch)
     int q_heads_per_kv;
+    // exp2's factor on the scores: softmax_scale * log2(e), or with a softcap
+    // softcap * log2(e) on the capped scores tanh(q.k * softcap_scale).
     float scale_log2;
+    float softcap_scale;  // softmax_scale / softcap; 0: no softcap (kScoreMods only)
   };
 
   // Size-1 dimensions: 8 elements (16 bytes), a stride TMA accepts.
   static constexpr int64_t kUnusedStride = 8;
 
-  static Params to_params(ForwardArgs const& a, float softmax_scale) {
+  static Params to_params(ForwardArgs const& a, ForwardConfig const& config) {
     ProblemShape const& s = a.shape;
     const GmemShape shape_q{int32_t(s.seqlen_q), int32_t(s.head_dim), int32_t(s.heads_q), int32_t(s.batch)};
     const GmemShape shape_kv{int32_t(s.seqlen_k), int32_t(s.head_dim), int32_t(s.heads_kv), int32_t(s.batch)};
@@ -84,7 +89,8 @@ struct FwdMainloopSm90 {
         shape_q,
         shape_kv,
         static_cast<int>(s.heads_q / s.heads_kv),
-        softmax_scale * static_cast<float>(M_LOG2E)};
+        (config.softcap > 0.f ? config.softcap : config.softmax_scale) * static_cast<float>(M_LOG2E),
+        config.softcap > 0.f ? config.softmax_scale / config.softcap : 0.f};
   }
 
   static CUTE_DEVICE void prefetch_descriptors(Params const& p) {
@@ -119,13 +125,15 @@ struct FwdMainloopSm90 {
   static CUTE_DEVICE int q_rows(schedule::VarlenForwardWork const& work) { return work.q_offset; }
   static CUTE_DEVICE int kv_rows(schedule::VarlenForwardWork const& work) { return work.k_offset; }
 
-  // Producer (one thread): Q once per tile, then K(n), V(n) for n descending,
-  // in the order the consumers release the stages. K and V advance together
-  // here, so one pipeline state serves both (the producer has 24 registers).
+  // Producer (one thread): Q once per tile, then K(n), V(n) for n descending
+  // over the tile's key tiles [n_block_begin, n_block_end), in the order the
+  // consumers release the stages. K and V advance together here, so one
+  // pipeline state serves both (the producer has 24 registers).
   template <class SharedStorage, class StateQ, class StateKV, class Work>
   static CUTE_DEVICE void load(Params const& p, SharedStorage& smem, typename Traits::PipelineQ& pipeline_q,
                                typename Traits::PipelineKV& pipeline_k, typename Traits::PipelineKV& pipeline_v,
-                               StateQ& state_q, StateKV& state_kv, Work const& work, int n_block_end) {
+                               StateQ& state_q, StateKV& state_kv, Work const& work, int n_block_begin,
+                               int n_block_end) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
@@ -147,7 +155,7 @@ struct FwdMainloopSm90 {
     ++state_q;
     // Not unrolled: the copies of the body would not fit in 24 registers.
 #pragma unroll 1
-    for (int n = n_block_end - 1; n >= 0; --n) {
+    for (int n = n_block_end - 1; n >= n_block_begin; --n) {
       pipeline_k.producer_acquire(state_kv);
       copy(p.tma_k.with(*pipeline_k.producer_get_barrier(state_kv)), tKgK(_, n), tKsK(_, state_kv.index()));
       pipeline_v.producer_acquire(state_kv);
@@ -183,8 +191,8 @@ struct FwdMainloopSm90 {
   static CUTE_DEVICE void mma(Params const& p, Masks const& masks, SharedStorage& smem,
                               typename Traits::PipelineQ& pipeline_q, typename Traits::PipelineKV& pipeline_k,
                               typename Traits::PipelineKV& pipeline_v, StateQ& state_q, StateKV& state_k,
-                              StateKV& state_v, int thread_idx, Work const& work, int n_block_end,
-                              FragO& tOrO, Softmax& softmax) {
+                              StateKV& state_v, int thread_idx, Work const& work, int n_block_begin,
+                              int n_block_end, FragO& tOrO, Softmax& softmax) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
@@ -203,9 +211,16 @@ struct FwdMainloopSm90 {
     constexpr int kRows = Softmax::kRowsPerThread;
     float rescale[kRows];
 
+    // The softcap (before the mask: a hidden score is -inf whatever its cap)
+    // and the mask, on S(n) straight out of its GEMM.
     auto mask_if_needed = [&](int n) {
+      if constexpr (Traits::kScoreMods)
+        if (p.softcap_scale != 0.f) {
+          CUTE_UNROLL
+          for (int i = 0; i < size(tSrS); ++i) tSrS(i) = softcap_tanh(tSrS(i) * p.softcap_scale);
+        }
       if (masks.mask_geometry().tile_needs_mask(work.m_block, n))
-        apply_mask(tSrS, tScS, row_offset, n * kBlockN, masks.mask_geometry());
+        apply_mask<Traits::kScoreMods>(tSrS, tScS, row_offset, n * kBlockN, masks.mask_geometry());
     };
 
     int n = n_block_end - 1;
@@ -217,12 +232,12 @@ struct FwdMainloopSm90 {
     warpgroup_wait<0>();
     pipeline_k.consumer_release(state_k);
     ++state_k;
-    if (n == 0) pipeline_q.consumer_release(state_q);
+    if (n == n_block_begin) pipeline_q.consumer_release(state_q);
     mask_if_needed(n);
     softmax.update(tSrS, rescale);
     auto tOrP = to_operand_a(tSrS);
 
-    for (--n; n >= 0; --n) {
+    for (--n; n >= n_block_begin; --n) {
       pipeline_k.consumer_wait(state_k);
       wait_turn(consumer_wg);
       wgmma_gemm<true>(mma_qk, tSrQ, tSrK(_, _, _, state_k.index()), tSrS);
@@ -232,7 +247,7 @@ struct FwdMainloopSm90 {
       warpgroup_wait<1>();  // S(n) is ready; O += P V may still run
       pipeline_k.consumer_release(state_k);
       ++state_k;
-      if (n == 0) pipeline_q.consumer_release(state_q);
+      if (n == n_block_begin) pipeline_q.consumer_release(state_q);
       mask_if_needed(n);
       softmax.update(tSrS, rescale);
       warpgroup_wait<0>();

@@ -27,9 +27,11 @@ CUTE_DEVICE auto rows_cols_view(Tensor&& t) {
 }
 
 // Sets to -inf every score the mask hides from its row: key columns at or
-// past the row's mask::MaskGeometry::key_limit_none_or_causal (the seqlen_k tail and, under
-// the bottom-right causal mask, keys past the row's diagonal).
-template <class TensorS, class TensorCoord>
+// past the row's mask::MaskGeometry::key_limit_none_or_causal (the seqlen_k
+// tail and, under the bottom-right causal mask, keys past the row's
+// diagonal); kWindow (the ScoreMods kernels): the row's visible keys
+// [col_begin, key_limit) of any window.
+template <bool kWindow, class TensorS, class TensorCoord>
 CUTE_DEVICE void apply_mask(TensorS& scores, TensorCoord const& coords, int row_offset, int col_offset,
                             const mask::MaskGeometry& geometry) {
   using namespace cute;
@@ -37,10 +39,13 @@ CUTE_DEVICE void apply_mask(TensorS& scores, TensorCoord const& coords, int row_
   auto c = rows_cols_view(coords);
   CUTE_UNROLL
   for (int r = 0; r < size<0>(s); ++r) {
-    const int limit = geometry.key_limit_none_or_causal(row_offset + get<0>(c(r, 0)));
+    const int row = row_offset + get<0>(c(r, 0));
+    const int limit = kWindow ? geometry.key_limit(row) : geometry.key_limit_none_or_causal(row);
+    const int first = kWindow ? geometry.col_begin(row) : 0;
     CUTE_UNROLL
     for (int j = 0; j < size<1>(s); ++j) {
-      if (col_offset + get<1>(c(r, j)) >= limit) s(r, j) = -INFINITY;
+      const int col = col_offset + get<1>(c(r, j));
+      if (col >= limit || (kWindow && col < first)) s(r, j) = -INFINITY;
     }
   }
 }
@@ -111,6 +116,34 @@ struct OnlineSoftmax {
     }
   }
 };
+
+// finalize with a sink: the logit `sink` (natural units, not scaled or
+// capped) joins every row's denominator and carries no value, so
+// lse = log(exp(sink) + sum_j exp(s_j)). Both terms are taken relative to
+// the larger of the row's maximum and the sink, so neither overflows; a row
+// that sees no key gets O = 0 and lse = sink. A free function, so that the
+// Plain kernels' OnlineSoftmax stays as measured.
+template <class Softmax, int kRows>
+CUTE_DEVICE void finalize_with_sink(Softmax& softmax, float sink, float (&inverse_sum)[kRows], float (&lse)[kRows]) {
+  const float sink_log2 = sink * static_cast<float>(M_LOG2E);
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    float sum = softmax.row_sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float row_max = softmax.row_max[r] == -INFINITY ? -INFINITY : softmax.row_max[r] * softmax.scale_log2;
+    const float top = fmaxf(row_max, sink_log2);
+    if (top == -INFINITY) {  // no visible key and a sink of -inf: as without sinks
+      inverse_sum[r] = 0.0f;
+      lse[r] = -INFINITY;
+      continue;
+    }
+    const float kept = exp2_approx(row_max - top);  // 0 for a row without keys
+    const float total = sum * kept + exp2_approx(sink_log2 - top);
+    inverse_sum[r] = kept / total;
+    lse[r] = (top + __log2f(total)) * static_cast<float>(M_LN2);
+  }
+}
 
 template <class TensorO, int kRows>
 CUTE_DEVICE void scale_rows(TensorO& acc, float const (&factor)[kRows]) {

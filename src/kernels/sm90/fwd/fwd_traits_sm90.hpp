@@ -14,10 +14,14 @@
 
 namespace dash_attn::sm90::fwd {
 
-template <class Element_, int kHeadDim_>
+// kScoreMods_: the kernel honours sliding windows (left bounds), a softcap
+// and sinks (the ScoreMods rows of the kernel table); without, exactly the
+// no-mask / causal kernel.
+template <class Element_, int kHeadDim_, bool kScoreMods_ = false>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kScoreMods = kScoreMods_;
   static constexpr int kBlockM = forward_tile(kHeadDim).block_m;
   static constexpr int kBlockN = forward_tile(kHeadDim).block_n;
   // Two K and two V stages: the producer loads block n-1 while the consumers
