@@ -94,7 +94,8 @@ ForwardResult attention_forward(const ProblemShape& s, const AttentionOptions& o
 
 Gradients attention_backward(const ProblemShape& s, const AttentionOptions& o, double scale,
                              const std::vector<double>& q, const std::vector<double>& k,
-                             const std::vector<double>& v, const std::vector<double>& dout) {
+                             const std::vector<double>& v, const std::vector<double>& dout,
+                             const std::vector<double>* stored_out) {
   check_options(o);
   const DenseLayout qi{s.seqlen_q, s.heads_q, s.head_dim}, ki{s.seqlen_k, s.heads_kv, s.head_dim};
   const mask::MaskGeometry rows = row_mask(s.seqlen_q, s.seqlen_k, o);
@@ -119,6 +120,10 @@ Gradients attention_backward(const ProblemShape& s, const AttentionOptions& o, d
           if (p[j] == 0.0) continue;
           for (int64_t d = 0; d < s.head_dim; ++d) dp[j] += dout[qi(b, i, h, d)] * v[ki(b, j, hk, d)];
           row_d += p[j] * dp[j];
+        }
+        if (stored_out != nullptr) {
+          row_d = 0.0;
+          for (int64_t d = 0; d < s.head_dim; ++d) row_d += dout[qi(b, i, h, d)] * (*stored_out)[qi(b, i, h, d)];
         }
         if (o.sinks) g.dsinks[h] -= row.sink_p * row_d;
         for (int64_t j = 0; j < s.seqlen_k; ++j) {

@@ -76,9 +76,15 @@ ForwardResult attention_forward(const ProblemShape& shape, const AttentionOption
 // GQA/MQA dk and dv sum over the q-heads of each group. With D = dout . out
 // per row: dS = P (dP - D), times 1 - tanh^2(s / softcap) under a softcap,
 // and d sink_h = -sum over the rows of head h of exp(sink_h - lse) D.
+// stored_out (optional): the out a FlashAttention-style backward reads (its
+// input, e.g. the forward's bf16 result): D is then rowsum(dout * stored_out),
+// the kernels' contract, instead of the exact out's. For a row with one key
+// at hdim 256 the bf16 rounding of out alone moves dq by up to ~0.07
+// (unit-normal inputs), more than a naive attention's error on that row.
 Gradients attention_backward(const ProblemShape& shape, const AttentionOptions& options, double softmax_scale,
                              const std::vector<double>& q, const std::vector<double>& k,
-                             const std::vector<double>& v, const std::vector<double>& dout);
+                             const std::vector<double>& v, const std::vector<double>& dout,
+                             const std::vector<double>* stored_out = nullptr);
 
 // No mask or causal, no softcap, no sinks: causal_options(causal).
 ForwardResult attention_forward(const ProblemShape& shape, bool causal, double softmax_scale,

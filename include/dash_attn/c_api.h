@@ -50,8 +50,11 @@ typedef struct {
   int32_t schedule; /* a DASH_SCHEDULE_* code */
   int32_t max_ctas;
   int32_t sm_margin; /* SMs both passes leave free (FA3's sm_margin) */
-  int32_t window_left, window_right; /* FlashAttention's window_size; -1: unbounded */
-  float softcap;                     /* > 0: softcap * tanh(s / softcap); 0: off */
+  /* A sliding window (FlashAttention's window_size, -1: unbounded on that
+   * side); has_window 0 ignores both, so a zeroed struct asks for none. */
+  int32_t has_window;
+  int32_t window_left, window_right;
+  float softcap; /* > 0: softcap * tanh(s / softcap); 0: off */
 } DashOptions;
 
 /* Learnable attention sinks (dash_attn::ForwardArgs::sinks): heads_q fp32

@@ -83,8 +83,8 @@ class KernelRow(ctypes.Structure):
 class Options(ctypes.Structure):
     _fields_ = [("causal", ctypes.c_int32), ("has_softmax_scale", ctypes.c_int32), ("softmax_scale", ctypes.c_float),
                 ("deterministic", ctypes.c_int32), ("schedule", ctypes.c_int32), ("max_ctas", ctypes.c_int32),
-                ("sm_margin", ctypes.c_int32), ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
-                ("softcap", ctypes.c_float)]
+                ("sm_margin", ctypes.c_int32), ("has_window", ctypes.c_int32), ("window_left", ctypes.c_int32),
+                ("window_right", ctypes.c_int32), ("softcap", ctypes.c_float)]
 
 
 class Sinks(ctypes.Structure):
@@ -190,7 +190,8 @@ def make_options(causal, softmax_scale, deterministic, schedule, max_ctas=0, sm_
         raise ValueError(f"dash_attn: argument 'schedule': expected one of {', '.join(SCHEDULE_CODES)}, "
                          f"got {schedule!r}")
     return Options(int(causal), int(softmax_scale is not None), float(softmax_scale or 0.0), int(deterministic),
-                   SCHEDULE_CODES[schedule], max_ctas, sm_margin, int(window_left), int(window_right), float(softcap))
+                   SCHEDULE_CODES[schedule], max_ctas, sm_margin, int(window_left >= 0 or window_right >= 0),
+                   int(window_left), int(window_right), float(softcap))
 
 
 def sinks_of(sinks, dsinks=None):

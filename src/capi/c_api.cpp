@@ -63,8 +63,7 @@ dash_attn::Options to_options(const DashOptions& o) {
   options.schedule = dash_attn::capi::to_schedule(o.schedule);
   options.max_ctas = o.max_ctas;
   options.sm_margin = o.sm_margin;
-  options.window_left = o.window_left;
-  options.window_right = o.window_right;
+  if (o.has_window) options.window_left = o.window_left, options.window_right = o.window_right;
   options.softcap = o.softcap;
   return options;
 }

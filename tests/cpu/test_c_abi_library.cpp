@@ -48,12 +48,12 @@ TEST(CAbiLibrary, NullStructPointersAreInvalidArgumentsNamedInTheMessage) {
     const std::string message = dash_last_error();
     EXPECT_NE(message.find(fragment), std::string::npos) << message;
   };
-  expect_named(dash_forward(nullptr, DASH_DTYPE_BF16, &t, &t, &t, &t, &lse, &options, nullptr), "argument 'shape'");
-  expect_named(dash_forward(&shape, DASH_DTYPE_BF16, &t, nullptr, &t, &t, &lse, &options, nullptr), "argument 'k'");
-  expect_named(dash_forward(&shape, DASH_DTYPE_BF16, &t, &t, &t, &t, nullptr, &options, nullptr), "argument 'lse'");
-  expect_named(dash_forward(&shape, DASH_DTYPE_BF16, &t, &t, &t, &t, &lse, nullptr, nullptr), "argument 'options'");
+  expect_named(dash_forward(nullptr, DASH_DTYPE_BF16, &t, &t, &t, &t, &lse, nullptr, &options, nullptr), "argument 'shape'");
+  expect_named(dash_forward(&shape, DASH_DTYPE_BF16, &t, nullptr, &t, &t, &lse, nullptr, &options, nullptr), "argument 'k'");
+  expect_named(dash_forward(&shape, DASH_DTYPE_BF16, &t, &t, &t, &t, nullptr, nullptr, &options, nullptr), "argument 'lse'");
+  expect_named(dash_forward(&shape, DASH_DTYPE_BF16, &t, &t, &t, &t, &lse, nullptr, nullptr, nullptr), "argument 'options'");
   expect_named(dash_backward(&shape, DASH_DTYPE_BF16, &t, &t, &t, &t, nullptr, &lse, nullptr, &t, &t, &t, nullptr, 0,
-                             &options, nullptr),
+                             nullptr, &options, nullptr),
                "argument 'dout'");
   size_t bytes = 0;
   expect_named(dash_backward_workspace_size(&shape, &options, nullptr), "argument 'bytes'");

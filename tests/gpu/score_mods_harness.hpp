@@ -172,8 +172,22 @@ struct ModExpected {
   reference::Gradients exact, naive;  // dsinks included with sinks
 };
 
+// The out a backward reads, as the kernels see it (rounded to the dtype).
+inline std::vector<double> stored(DType dtype, const std::vector<double>& out) {
+  std::vector<double> rounded(out.size());
+  for (size_t i = 0; i < out.size(); ++i) rounded[i] = reference::round_to(dtype, out[i]);
+  return rounded;
+}
+
+// The fp64 gradients a backward that reads `stored_out` should give: D from
+// the stored out, FlashAttention's contract (attention_reference.hpp).
+inline reference::Gradients exact_gradients(const ModProblem& p, const std::vector<double>& stored_out) {
+  return reference::attention_backward(p.c.shape, p.ref_options(), p.scale, p.q, p.k, p.v, p.dout, &stored_out);
+}
+
 // The fp64 reference and the naive same-precision attention, forward and
-// backward, each on its own thread.
+// backward, each on its own thread; the exact gradients for a backward that
+// reads the exact out rounded to the dtype (set_backward_inputs).
 inline ModExpected expected_results(const ModProblem& p) {
   const reference::AttentionOptions o = p.ref_options();
   const ProblemShape s = p.c.shape;
@@ -182,11 +196,11 @@ inline ModExpected expected_results(const ModProblem& p) {
   auto exact_fwd = std::async(std::launch::async, [&] { return reference::attention_forward(s, o, scale, p.q, p.k, p.v); });
   auto naive_fwd =
       std::async(std::launch::async, [&] { return reference::naive_forward(dtype, s, o, scale, p.q, p.k, p.v); });
-  auto exact_bwd = std::async(std::launch::async,
-                              [&] { return reference::attention_backward(s, o, scale, p.q, p.k, p.v, p.dout); });
   auto naive_bwd = std::async(std::launch::async,
                               [&] { return reference::naive_backward(dtype, s, o, scale, p.q, p.k, p.v, p.dout); });
-  return ModExpected{exact_fwd.get(), naive_fwd.get(), exact_bwd.get(), naive_bwd.get()};
+  reference::ForwardResult exact_forward = exact_fwd.get();
+  reference::Gradients exact = exact_gradients(p, stored(dtype, exact_forward.out));
+  return ModExpected{std::move(exact_forward), naive_fwd.get(), std::move(exact), naive_bwd.get()};
 }
 
 // out (dense, raw bits) and lse ((batch, heads_q, seqlen_q)) against the

@@ -133,9 +133,10 @@ def test_ctypes_offsets_and_sizes_equal_the_c_compilers(tmp_path):
 def test_options_and_sinks_carry_window_softcap_and_pointers():
     options = library.make_options(True, 0.5, True, "descending", sm_margin=2, window_left=128, window_right=0,
                                    softcap=30.0)
-    assert (options.window_left, options.window_right, options.softcap, options.sm_margin) == (128, 0, 30.0, 2)
+    assert (options.has_window, options.window_left, options.window_right, options.softcap,
+            options.sm_margin) == (1, 128, 0, 30.0, 2)
     default = library.make_options(False, None, True, "auto")
-    assert (default.window_left, default.window_right, default.softcap) == (-1, -1, 0.0)
+    assert (default.has_window, default.window_left, default.window_right, default.softcap) == (0, -1, -1, 0.0)
     assert library.sinks_of(None) is None
 
     class Pointer:
