@@ -143,6 +143,19 @@ struct Placement {
   int64_t at(int64_t b, int64_t s, int64_t h) const { return b * batch_stride + s * seq_stride + h * head_stride; }
 };
 
+// Standard normal values that are exact in dtype.
+inline std::vector<double> random_exact(DType dtype, std::mt19937_64& rng, int64_t count) {
+  std::vector<double> exact;
+  if (dtype == DType::kBF16) {
+    std::vector<__nv_bfloat16> raw;
+    random_tensor(rng, count, raw, exact);
+  } else {
+    std::vector<__half> raw;
+    random_tensor(rng, count, raw, exact);
+  }
+  return exact;
+}
+
 // Inputs and reference results of one problem, dense (batch, seq, head, dim).
 struct BackwardProblem {
   BackwardCase c;
@@ -154,25 +167,13 @@ struct BackwardProblem {
     const ProblemShape& s = c.shape;
     scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
     std::mt19937_64 rng(seed);
-    q = random_values(rng, reference::q_elements(s));
-    k = random_values(rng, reference::kv_elements(s));
-    v = random_values(rng, reference::kv_elements(s));
-    dout = random_values(rng, reference::q_elements(s));
+    q = random_exact(c.dtype, rng, reference::q_elements(s));
+    k = random_exact(c.dtype, rng, reference::kv_elements(s));
+    v = random_exact(c.dtype, rng, reference::kv_elements(s));
+    dout = random_exact(c.dtype, rng, reference::q_elements(s));
     forward = reference::attention_forward(s, c.causal, scale, q, k, v);
   }
 
-  // Standard normal values that are exact in the case's dtype.
-  std::vector<double> random_values(std::mt19937_64& rng, int64_t count) const {
-    std::vector<double> exact;
-    if (c.dtype == DType::kBF16) {
-      std::vector<__nv_bfloat16> raw;
-      random_tensor(rng, count, raw, exact);
-    } else {
-      std::vector<__half> raw;
-      random_tensor(rng, count, raw, exact);
-    }
-    return exact;
-  }
 };
 
 // Raw 16-bit gradients, dense (batch, seq, head, dim).

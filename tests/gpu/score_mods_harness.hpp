@@ -95,18 +95,6 @@ inline reference::AttentionOptions reference_options(const ScoreMods& m, const s
   return o;
 }
 
-// Standard normal values that are exact in dtype.
-inline std::vector<double> random_exact(DType dtype, std::mt19937_64& rng, int64_t count) {
-  std::vector<double> exact;
-  if (dtype == DType::kBF16) {
-    std::vector<__nv_bfloat16> raw;
-    random_tensor(rng, count, raw, exact);
-  } else {
-    std::vector<__half> raw;
-    random_tensor(rng, count, raw, exact);
-  }
-  return exact;
-}
 
 inline std::vector<float> random_sinks(std::mt19937_64& rng, int64_t heads) {
   std::uniform_real_distribution<float> logit(-2.0f, 4.0f);
