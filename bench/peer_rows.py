@@ -43,19 +43,31 @@ ROW_FIELDS = ("impl", "label", "pass", "deterministic", "schedule", "head_dim", 
               "best_det_peer", "ratio_to_best_det_peer", "warmup_s", "host_bound_reps", "row_group", "protocol",
               "notes")
 
-# The row groups bench/peers.py measures (--rows); the default is all three.
+# The row groups bench/peers.py measures (--rows); the default is the first
+# three, "all" adds score_mods.
 # standard: the standard grid (hdim 64 and 128, full and causal, seqlen
 #   512..16k, batch = total tokens / seqlen, heads = hidden / head_dim);
 # gqa: 32 q heads on 8 kv heads, hdim 128, causal, seqlen 4k, 8k, 16k at 16k
 #   tokens (batch 4, 2, 1): Llama-3-8B's attention;
 # hdim256: hdim 256, 8 heads, seqlen 4k, batch 4, full and causal (the
-#   standard grid's cell at hdim 256 and 4k).
-ROW_GROUPS = ("standard", "gqa", "hdim256")
+#   standard grid's cell at hdim 256 and 4k);
+# score_mods: the sliding-window, softcap and sink rows of the models that use
+#   them (SCORE_MOD_SHAPES), each shape with its own mods.
+ROW_GROUPS = ("standard", "gqa", "hdim256", "score_mods")
+DEFAULT_ROW_GROUPS = ROW_GROUPS[:3]
 STANDARD_HDIMS = (64, 128)
 MASKS = ("full", "causal")
 TOTAL_TOKENS, HIDDEN = 16384, 2048
 GQA_SHAPE = dict(head_dim=128, heads_q=32, heads_kv=8, masks=("causal",), seqlens=(4096, 8192, 16384))
 HDIM256_SHAPE = dict(head_dim=256, masks=("full", "causal"), seqlens=(4096,))
+# (model, head_dim, q heads, kv heads, [(seqlen, batch)], window (left, right), softcap, sinks), all causal.
+# Mistral 7B v0.1: window 4096 at 16k and 32k; Gemma 2 9B: softcap 50 and window 4096 (its local layers) at
+# 16k tokens; GPT-OSS 20B: 64/8 heads of 64 with learnable sinks (its global layers) at 16k tokens.
+SCORE_MOD_SHAPES = (
+    ("mistral", 128, 32, 8, ((16384, 1), (32768, 1)), (4096, 0), 0.0, False),
+    ("gemma2", 256, 16, 8, ((4096, 4), (8192, 2)), (4096, 0), 50.0, False),
+    ("gptoss", 64, 64, 8, ((4096, 4),), (-1, -1), 0.0, True),
+)
 
 
 def exit_status(failures, skipped):
@@ -108,15 +120,20 @@ def parse_row_groups(spec):
     return list(dict.fromkeys(names))
 
 
-def shape(group, head_dim, mask, seqlen, batch, heads_q, heads_kv=None):
-    """One problem of the run: the fields every row of it carries."""
-    return {"row_group": group, "head_dim": head_dim, "mask": mask, "seqlen": seqlen, "batch": batch,
-            "heads": heads_q, "heads_kv": heads_q if heads_kv is None else heads_kv}
+def shape(group, head_dim, mask, seqlen, batch, heads_q, heads_kv=None, mods=None):
+    """One problem of the run: the fields every row of it carries; mods =
+    (window, softcap, sinks) for a shape with its own score mods."""
+    fields = {"row_group": group, "head_dim": head_dim, "mask": mask, "seqlen": seqlen, "batch": batch,
+              "heads": heads_q, "heads_kv": heads_q if heads_kv is None else heads_kv}
+    if mods is not None:
+        fields.update(window=tuple(mods[0]), softcap=float(mods[1]), sinks=bool(mods[2]))
+    return fields
 
 
 def shape_identity(s):
     """What makes two shapes the same problem, whatever group named them."""
-    return (s["head_dim"], s["mask"], s["seqlen"], s["batch"], s["heads"], s["heads_kv"])
+    return (s["head_dim"], s["mask"], s["seqlen"], s["batch"], s["heads"], s["heads_kv"], s.get("window"),
+            s.get("softcap"), s.get("sinks"))
 
 
 def grid_shapes(group, hdims, masks, seqlens, total_tokens=TOTAL_TOKENS, hidden=HIDDEN):
@@ -140,6 +157,10 @@ def row_set(groups, hdims=STANDARD_HDIMS, masks=MASKS, seqlens=SEQLENS, total_to
         elif group == "hdim256":
             g = HDIM256_SHAPE
             shapes += grid_shapes(group, (g["head_dim"],), [m for m in g["masks"] if m in masks], g["seqlens"])
+        elif group == "score_mods":
+            shapes += [shape(group, hdim, "causal", seqlen, batch, hq, hkv, (window, softcap, sinks))
+                       for _, hdim, hq, hkv, sizes, window, softcap, sinks in SCORE_MOD_SHAPES if "causal" in masks
+                       for seqlen, batch in sizes]
         else:
             raise ValueError(f"unknown row group {group!r}; known: {', '.join(ROW_GROUPS)}")
     unique = {}
@@ -290,7 +311,7 @@ def variants_in(rows, pass_):
 # The fields of every record of bench/results/latest_peers.json, in this order.
 LATEST_FIELDS = ("impl", "label", "deterministic", "pass", "hdim", "causal", "seqlen", "batch", "heads_q", "heads_kv",
                  "tflops", "median_ms", "min_ms", "max_ms", "status", "verified", "error_ratio", "bitwise_rerun",
-                 "protocol", "row_group", "best_peer", "ratio_to_best_peer", "best_det_peer",
+                 "protocol", "row_group", "score_mods", "best_peer", "ratio_to_best_peer", "best_det_peer",
                  "ratio_to_best_det_peer", "device", "commit", "date")
 
 
@@ -309,6 +330,7 @@ def latest_record(row, commit, date, device=None):
               "status": row.get("status") or "ok", "verified": row.get("verified"),
               "error_ratio": row.get("error_ratio"), "bitwise_rerun": None if rerun is None else bool(rerun),
               "protocol": row.get("protocol"), "row_group": row.get("row_group", "standard"),
+              "score_mods": row.get("score_mods"),
               "device": device, "commit": commit, "date": date}
     for field in ("tflops", "median_ms", "min_ms", "max_ms"):
         record[field] = float(row[field]) if ok and row.get(field) is not None else None

@@ -5,14 +5,17 @@ and deterministic mode), FlexAttention under torch.compile, and, when
 importable, FlashAttention-2/3/4 and cuDNN's SDPA through cudnn-frontend's ops
 (default and deterministic backward). Shapes (docs/benchmarks.md): the
 standard grid, GQA rows (32 q heads on 8 kv heads, hdim 128, causal, 4k-16k)
-and hdim 256 rows (8 heads, 4k, full and causal); --rows picks groups.
+and hdim 256 rows (8 heads, 4k, full and causal), and the score-mod rows of
+Mistral (window 4096), Gemma 2 (softcap 50 + window 4096) and GPT-OSS (sinks),
+each shape with its model's mods (peer_rows.SCORE_MOD_SHAPES); --rows picks
+groups.
 Forward and backward TFLOPS (CUDA events, warm-up, median/min/max of --reps),
 a bitwise rerun check of every backward, one (batch, kv head) slice checked
 against fp64, and each row's ratio to the best peer. Rows print as they are
 measured; --json/--csv and bench/results/latest_peers.json (--latest-json)
 are rewritten after every shape.
 
-    python3 bench/peers.py [--rows standard,gqa,hdim256] [--quick] [--reps 20]
+    python3 bench/peers.py [--rows standard,gqa,hdim256,score_mods] [--quick] [--reps 20]
                            [--impls dash_attn,sdpa_cudnn:nondet,fa4,cudnn,...]
                            [--window L,R] [--softcap X] [--sinks]
                            [--json FILE] [--csv FILE] [--latest-json FILE|none] [--commit SHA]
@@ -54,8 +57,8 @@ def parse_args(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
     parser.add_argument("--rows", help="row groups, comma-separated: " + ", ".join(peer_rows.ROW_GROUPS)
-                        + " or all (default: all; only standard when --quick, --hdims, --seqlens, --total-tokens "
-                          "or --hidden is given)")
+                        + " or all (default: " + ",".join(peer_rows.DEFAULT_ROW_GROUPS) + "; only standard when "
+                          "--quick, --hdims, --seqlens, --total-tokens or --hidden is given)")
     parser.add_argument("--quick", action="store_true", help="standard grid: head_dim 128, seqlen 1k and 4k only")
     parser.add_argument("--hdims", type=ints, help="standard grid: head dims (default 64,128)")
     parser.add_argument("--seqlens", type=ints, help="standard grid: sequence lengths (default 512,...,16384)")
@@ -91,10 +94,14 @@ def parse_args(argv):
     if any(m not in peer_rows.MASKS for m in args.masks):
         parser.error("--masks takes full, causal or full,causal")
     try:
-        args.rows = peer_rows.parse_row_groups(args.rows or ("standard" if grid_given else "all"))
+        args.rows = peer_rows.parse_row_groups(
+            args.rows or ("standard" if grid_given else ",".join(peer_rows.DEFAULT_ROW_GROUPS)))
         args.variants = peer_rows.parse_variants(args.impls, peer_rows.PEERS_DEFAULT)
     except ValueError as error:
         parser.error(str(error))
+    if args.mods and "score_mods" in args.rows:
+        parser.error("--rows score_mods: its shapes carry their own mods; --window, --softcap and --sinks apply to "
+                     "the other groups, run them apart")
     args.shapes = peer_rows.row_set(args.rows, args.hdims, args.masks, args.seqlens, args.total_tokens, args.hidden)
     if not args.shapes:
         parser.error(f"no shapes: row groups {','.join(args.rows)} with masks {','.join(args.masks)}")
@@ -265,7 +272,7 @@ def _verify(row, check):
     row["verified"] = row["error_ratio"] <= 1.0  # FA3's rule; NaN fails
 
 
-def measure_variant(name, impl, deterministic, tensors, causal, reference, args, base):
+def measure_variant(name, impl, deterministic, tensors, causal, reference, args, base, mods):
     """The forward and backward rows of one implementation in one mode. An
     implementation that refuses the shape or mode, or fails, gives rows with
     that status instead of stopping the run. Protocol "autograd": the forward
@@ -280,7 +287,7 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
                     protocol=protocol, status=None, **{"pass": p})
             for p in peer_rows.PASSES}
     # The band's work: the visible fraction of the (row, key) pairs over the full matrix's count.
-    fraction = band_fraction(base["seqlen"], base["seqlen"], causal, args.mods.window)
+    fraction = band_fraction(base["seqlen"], base["seqlen"], causal, mods.window)
     flops = {p: peer_rows.attention_flops(base["batch"], base["heads"], base["seqlen"], base["seqlen"],
                                           base["head_dim"], False, p) * fraction for p in peer_rows.PASSES}
     warmup = max(args.warmup, getattr(impl, "min_warmup", 0))  # first-use compilation stays out of the samples
@@ -335,7 +342,8 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
 
 def measure_shape(shape, implementations, args):
     """Every variant's rows of one shape (peer_rows.shape: head_dim, mask,
-    seqlen, batch, heads = q heads, heads_kv, row_group)."""
+    seqlen, batch, heads = q heads, heads_kv, row_group; window, softcap and
+    sinks where the shape has its own score mods, else the run's)."""
     base = dict(shape)
     batch, seqlen, head_dim = shape["batch"], shape["seqlen"], shape["head_dim"]
     causal = shape["mask"] == "causal"
@@ -355,23 +363,26 @@ def measure_shape(shape, implementations, args):
         for t in tensors[:3]:
             t.requires_grad_()
     # (batch 0, head 0) in fp64; under GQA kv head 0 with its group of q heads.
+    mods = ScoreMods(shape["window"], shape["softcap"], shape["sinks"]) if "window" in shape else args.mods
     sinks = None
-    if args.mods.sinks:  # bf16-representable logits: FA4 takes them in bf16, dash_attn in fp32, the same values
+    if mods.sinks:  # bf16-representable logits: FA4 takes them in bf16, dash_attn in fp32, the same values
         sinks = torch.randn(shape["heads"], generator=torch.Generator().manual_seed(0)).bfloat16().float()
         sinks = sinks.to(args.device)
-    if args.mods:
-        reference = ModsReferenceSlice(q, k, v, dout, causal, args.mods, sinks)
+    if mods:
+        reference = ModsReferenceSlice(q, k, v, dout, causal, mods, sinks)
     else:
         reference = (ReferenceSlice if shape["heads_kv"] == shape["heads"] else GroupReferenceSlice)(q, k, v, dout,
                                                                                                       causal)
-    if args.mods:
-        base["score_mods"] = args.mods.describe()
+    if mods:
+        base["score_mods"] = mods.describe()
+        if "window" in shape:
+            print(f"-- {shape['row_group']}: {base['score_mods']}", flush=True)
     rows = []
     for name, deterministic in args.variants:
         impl = implementations[name]
-        if args.mods:
-            impl = WithScoreMods(name, impl, args.mods, sinks)
-        rows += measure_variant(name, impl, deterministic, layouts[impl.layout], causal, reference, args, base)
+        if mods:
+            impl = WithScoreMods(name, impl, mods, sinks)
+        rows += measure_variant(name, impl, deterministic, layouts[impl.layout], causal, reference, args, base, mods)
     del q, k, v, dout, layouts, reference
     gc.collect()
     if args.device != "cpu":

@@ -316,7 +316,10 @@ def test_peers_runs_fa4_and_cudnn_with_gqa_rows_and_writes_latest_records(monkey
 
 def test_peers_command_line_selects_row_groups_and_the_latest_file():
     default = peers.parse_args([])
-    assert default.rows == list(peer_rows.ROW_GROUPS) and len(default.shapes) == 24 + 3 + 2
+    assert default.rows == list(peer_rows.DEFAULT_ROW_GROUPS) and len(default.shapes) == 24 + 3 + 2
+    assert len(peers.parse_args(["--rows", "all"]).shapes) == 24 + 3 + 2 + 5
+    with pytest.raises(SystemExit):
+        peers.parse_args(["--rows", "score_mods", "--softcap", "30"])
     assert default.latest_json == str(ROOT / "bench" / "results" / "latest_peers.json")
     assert ("fa4", True) in default.variants and ("cudnn", False) in default.variants
     extra = peers.parse_args(["--rows", "gqa,hdim256"])

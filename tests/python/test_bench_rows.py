@@ -57,7 +57,7 @@ def test_fa4_and_cudnn_frontend_run_by_default_in_both_modes():
 
 
 def test_default_row_set_is_the_standard_grid_plus_gqa_and_hdim256():
-    shapes = peer_rows.row_set(peer_rows.parse_row_groups("all"))
+    shapes = peer_rows.row_set(peer_rows.DEFAULT_ROW_GROUPS)
     standard = [s for s in shapes if s["row_group"] == "standard"]
     assert len(standard) == 2 * 2 * 6
     assert all(s["batch"] * s["seqlen"] == 16384 and s["heads"] * s["head_dim"] == 2048 == s["heads_kv"] * s["head_dim"]
@@ -69,6 +69,23 @@ def test_default_row_set_is_the_standard_grid_plus_gqa_and_hdim256():
                for s in shapes if s["row_group"] == "hdim256"]
     assert hdim256 == [(256, "full", 4096, 4, 8, 8), (256, "causal", 4096, 4, 8, 8)]
     assert len(shapes) == 24 + 3 + 2
+
+
+def test_score_mod_rows_carry_their_models_mods_and_stay_apart_from_plain_shapes():
+    shapes = peer_rows.row_set(peer_rows.parse_row_groups("all"))
+    mods = [(s["head_dim"], s["seqlen"], s["batch"], s["heads"], s["heads_kv"], s["window"], s["softcap"], s["sinks"])
+            for s in shapes if s["row_group"] == "score_mods"]
+    assert mods == [(128, 16384, 1, 32, 8, (4096, 0), 0.0, False), (128, 32768, 1, 32, 8, (4096, 0), 0.0, False),
+                    (256, 4096, 4, 16, 8, (4096, 0), 50.0, False), (256, 8192, 2, 16, 8, (4096, 0), 50.0, False),
+                    (64, 4096, 4, 64, 8, (-1, -1), 0.0, True)]
+    assert all(s["mask"] == "causal" for s in shapes if s["row_group"] == "score_mods")
+    # The Mistral 16k row has the GQA group's dimensions; its window makes it another problem.
+    assert len(shapes) == 24 + 3 + 2 + 5
+    assert peer_rows.row_set(["score_mods"], masks=("full",)) == []
+    record = peer_rows.latest_record(dict(shapes[-1], impl="dash_attn", deterministic=True, status="ok", tflops=1.0,
+                                          median_ms=1.0, min_ms=1.0, max_ms=1.0, score_mods="sinks", **{"pass": "fwd"}),
+                                     "abc", "2026-12-02")
+    assert record["score_mods"] == "sinks" and record["row_group"] == "score_mods"
 
 
 def test_row_groups_select_filter_and_deduplicate():
