@@ -36,6 +36,21 @@ inline int option_int(const std::string& flag, const std::string& text, int min)
   return *value;
 }
 
+// The value of option `flag` as a finite number >= min; UsageError naming the option otherwise.
+inline double option_double(const std::string& flag, const std::string& text, double min) {
+  std::size_t used = 0;
+  double value = 0;
+  bool ok = !text.empty();
+  try {
+    if (ok) value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  if (!ok || used != text.size() || !(value >= min) || value > 1e30)
+    throw UsageError(flag + " expects a number >= " + std::to_string(min) + ", got '" + text + "'");
+  return value;
+}
+
 // Comma-separated parts; a trailing comma leaves an empty last part, which
 // the caller then rejects like any other malformed value.
 inline std::vector<std::string> split_commas(const std::string& text) {

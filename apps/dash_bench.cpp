@@ -36,7 +36,7 @@ std::string status_of(const Error& e) { return e.code() == ErrorCode::kNotImplem
 
 Row base_row(const BenchCase& c, const char* pass) {
   Row r;
-  r.pass = pass, r.shape = c.shape, r.mask = c.causal ? "causal" : "full";
+  r.pass = pass, r.shape = c.shape, r.mask = mask_text(c);
   return r;
 }
 
@@ -60,9 +60,8 @@ std::string bitwise_reruns(const DeviceProblem& p, const BackwardArgs& args, con
 class CaseRunner {
  public:
   CaseRunner(const BenchOptions& o, const BenchCase& c, const RunInfo& info, std::vector<Row>& rows)
-      : o_(o), c_(c), info_(info), rows_(rows), problem_(c.shape, o.dtype, case_seed(c)), verifier_(o, c, problem_) {
-    options_.causal = c.causal;
-  }
+      : o_(o), c_(c), info_(info), rows_(rows), problem_(c.shape, o.dtype, case_seed(c)), verifier_(o, c, problem_),
+        options_(case_options(c)) {}
 
   void run() {
     const bool have_forward = forward();
@@ -107,7 +106,7 @@ class CaseRunner {
       const Timing t = time_calls([&] { dash_attn::forward(args, options_, nullptr); }, kWarmup, o_.repetitions);
       DASH_CUDA_CHECK(cudaDeviceSynchronize());
       r.median_ms = t.median_ms, r.min_ms = t.min_ms, r.max_ms = t.max_ms;
-      r.tflops = forward_flops(c_.shape, c_.causal) / (t.median_ms * 1e9);
+      r.tflops = forward_flops(c_) / (t.median_ms * 1e9);
       r.status = "ok";
       ran = true;
       verify(r, [&] { return verifier_.forward(options_); });
@@ -135,7 +134,7 @@ class CaseRunner {
       const Timing t = time_calls([&] { dash_attn::backward(args, o, nullptr); }, kWarmup, o_.repetitions);
       DASH_CUDA_CHECK(cudaDeviceSynchronize());
       r.median_ms = t.median_ms, r.min_ms = t.min_ms, r.max_ms = t.max_ms;
-      r.tflops = 2.5 * forward_flops(c_.shape, c_.causal) / (t.median_ms * 1e9);
+      r.tflops = 2.5 * forward_flops(c_) / (t.median_ms * 1e9);
       r.status = "ok";
       verify(r, [&] { return verifier_.backward(o); });
       if (o.deterministic && o_.determinism_runs > 0) r.bitwise = bitwise_reruns(problem_, args, o, o_.determinism_runs);

@@ -1,6 +1,7 @@
 #include "bench/cases.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace dash_attn::bench {
 
@@ -8,14 +9,15 @@ std::vector<BenchCase> bench_cases(const BenchOptions& options) {
   std::vector<BenchCase> cases;
   if (!options.shapes.empty()) {
     for (const ProblemShape& shape : options.shapes)
-      for (const bool causal : options.masks) cases.push_back(BenchCase{shape, causal});
+      for (const bool causal : options.masks) cases.push_back(BenchCase{shape, causal, options.mods});
     return cases;
   }
   for (const int head_dim : options.head_dims)
     for (const bool causal : options.masks)
       for (const int seqlen : options.seqlens) {
         const int heads = std::max(1, kGridHidden / head_dim);
-        cases.push_back(BenchCase{ProblemShape{kGridTokens / seqlen, seqlen, seqlen, heads, heads, head_dim}, causal});
+        cases.push_back(BenchCase{ProblemShape{kGridTokens / seqlen, seqlen, seqlen, heads, heads, head_dim}, causal,
+                                  options.mods});
       }
   return cases;
 }
@@ -27,6 +29,40 @@ uint64_t case_seed(const BenchCase& c) {
 double forward_flops(const ProblemShape& s, bool causal) {
   const double full = 4.0 * s.batch * s.heads_q * s.seqlen_q * s.seqlen_k * s.head_dim;
   return causal ? full / 2 : full;
+}
+
+double forward_flops(const BenchCase& c) {
+  const ScoreMods& m = c.mods;
+  if (m.window_left < 0 && m.window_right < 0) return forward_flops(c.shape, c.causal);
+  const ProblemShape& s = c.shape;
+  const int64_t right = c.causal ? 0 : m.window_right, offset = s.seqlen_k - s.seqlen_q;
+  double visible = 0;
+  for (int64_t row = 0; row < s.seqlen_q; ++row) {
+    const int64_t end = right >= 0 ? std::clamp<int64_t>(row + offset + right + 1, 0, s.seqlen_k) : s.seqlen_k;
+    const int64_t begin = m.window_left >= 0 ? std::clamp<int64_t>(row + offset - m.window_left, 0, s.seqlen_k) : 0;
+    visible += static_cast<double>(std::max<int64_t>(end - begin, 0));
+  }
+  return 4.0 * s.batch * s.heads_q * visible * s.head_dim;
+}
+
+Options case_options(const BenchCase& c) {
+  Options o;
+  o.causal = c.causal;
+  o.window_left = c.mods.window_left, o.window_right = c.mods.window_right;
+  o.softcap = static_cast<float>(c.mods.softcap);
+  return o;
+}
+
+std::string mask_text(const BenchCase& c) {
+  std::string text = c.causal ? "causal" : "full";
+  if (c.mods.window_left >= 0 || c.mods.window_right >= 0)
+    text += " window " + std::to_string(c.mods.window_left) + "," + std::to_string(c.mods.window_right);
+  if (c.mods.softcap > 0) {
+    char cap[32];
+    std::snprintf(cap, sizeof cap, " softcap %g", c.mods.softcap);
+    text += cap;
+  }
+  return text;
 }
 
 ProblemShape reduced_shape(const ProblemShape& shape) {

@@ -3,16 +3,26 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bench/options.hpp"
+#include "dash_attn/types.hpp"
 
 namespace dash_attn::bench {
 
 struct BenchCase {
   ProblemShape shape;
   bool causal = false;
+  ScoreMods mods;  // the run's --window / --softcap
 };
+
+// The case's mask and mods as dash_attn's Options (schedule and
+// determinism left at their defaults).
+Options case_options(const BenchCase& c);
+
+// "full" or "causal", then " window L,R" and " softcap X" when given: a row's mask column.
+std::string mask_text(const BenchCase& c);
 
 // Grid order: head_dim, then mask, then seqlen; --shape: shape, then mask.
 std::vector<BenchCase> bench_cases(const BenchOptions& options);
@@ -22,8 +32,12 @@ std::vector<BenchCase> bench_cases(const BenchOptions& options);
 uint64_t case_seed(const BenchCase& c);
 
 // 4 * batch * heads_q * seqlen_q * seqlen_k * head_dim, half for causal; the
-// backward counts 2.5 times this (FA2/FA3/DASH convention).
+// backward counts 2.5 times this (FA2/FA3/DASH convention). With a window,
+// the full count times the fraction of (row, key) pairs the band leaves
+// visible, counted row by row (what FA4's and bench/peers.py's windowed
+// TFLOPS count).
 double forward_flops(const ProblemShape& shape, bool causal);
+double forward_flops(const BenchCase& c);
 
 // What --verify checks a large row on: batch 2, at most 2 KV heads with the
 // case's GQA group, both seqlens scaled down together so the larger one is

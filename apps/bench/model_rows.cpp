@@ -20,9 +20,7 @@ model::CostModel h200_backward_costs(int head_dim, bool* calibrated) {
 
 std::vector<Row> model_rows(const BenchOptions& options, const BenchCase& c, int threads) {
   const ProblemShape& s = c.shape;
-  Options mask;
-  mask.causal = c.causal;
-  const schedule::TileProblem problem = host::backward_tile_problem(s, mask);  // the kernel's tiles
+  const schedule::TileProblem problem = host::backward_tile_problem(s, case_options(c));  // the kernel's tiles
 
   std::vector<model::CalibrationPoint> points;
   for (const ScheduleKind kind : options.schedules) points.push_back(model::CalibrationPoint{problem, kind, 1});
@@ -38,13 +36,13 @@ std::vector<Row> model_rows(const BenchOptions& options, const BenchCase& c, int
     r.schedule = std::string(to_string(points[i].schedule));
     r.deterministic = points[i].schedule != ScheduleKind::kAtomic;
     r.shape = s;
-    r.mask = c.causal ? "causal" : "full";
+    r.mask = mask_text(c);
     r.repro = repro_command(options, c, Pass::kBackward, points[i].schedule);
     if (!std::isfinite(ms[i])) {
       r.status = "deadlock with " + std::to_string(kModelWorkers) + " workers";
     } else {
       r.median_ms = r.min_ms = r.max_ms = ms[i];
-      r.tflops = 2.5 * forward_flops(s, c.causal) / (ms[i] * 1e9);
+      r.tflops = 2.5 * forward_flops(c) / (ms[i] * 1e9);
       r.status = calibrated ? "modeled" : "modeled (hdim 128 costs)";
     }
     rows.push_back(r);

@@ -99,6 +99,14 @@ void define_options(CLI::App& app, BenchOptions& o, GridChoice& grid) {
                  "backward schedules: atomic,fa3,descending,shift,symmetric_shift,auto")->group(run);
   cli::add_value(app, "--passes", "fwd,bwd", [&](const std::string& v) { parse_passes(v, o); },
                  "passes to time (bwd alone still runs one untimed forward)")->group(run);
+  cli::add_value(app, "--window", "L,R", [&](const std::string& v) {
+    const std::vector<int> sides = parse_ints("--window", v, -1);
+    if (sides.size() != 2) throw UsageError("--window expects L,R (two ints >= -1), got '" + v + "'");
+    o.mods.window_left = sides[0], o.mods.window_right = sides[1];
+  }, "sliding window (FlashAttention's window_size; -1 unbounded; TFLOPS count the band)")->group(run);
+  cli::add_value(app, "--softcap", "X", [&](const std::string& v) {
+    o.mods.softcap = cli::option_double("--softcap", v, 0.0);
+  }, "scores become X * tanh(s / X) (0: off)")->group(run);
   cli::add_value(app, "--dtype", "bf16|fp16", [&](const std::string& v) { o.dtype = parse_dtype(v); },
                  "element type of q, k, v and the gradients (bf16)")->group(run);
 

@@ -18,6 +18,15 @@ inline constexpr int kGridHidden = 2048;
 
 enum class Pass { kForward, kBackward };
 
+// --window L,R and --softcap X (issue 18), FlashAttention's meaning: every
+// case runs with them (a causal case's right bound is 0); the ScoreMods rows
+// of the kernel table serve them.
+struct ScoreMods {
+  int window_left = -1, window_right = -1;  // -1: unbounded
+  double softcap = 0;                       // 0: off
+  bool any() const { return window_left >= 0 || window_right >= 0 || softcap > 0; }
+};
+
 struct BenchOptions {
   std::vector<int> head_dims{64, 128};
   std::vector<int> seqlens{512, 1024, 2048, 4096, 8192, 16384};
@@ -27,6 +36,7 @@ struct BenchOptions {
                                       ScheduleKind::kShift, ScheduleKind::kSymmetricShift, ScheduleKind::kAuto};
   bool forward = true, backward = true;  // --passes
   DType dtype = DType::kBF16;
+  ScoreMods mods;
   int repetitions = 30;
   int determinism_runs = 10;
   // Rows with both seqlens <= this are checked on a (batch 0, kv-head 0)

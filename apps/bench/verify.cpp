@@ -40,7 +40,7 @@ CaseVerifier::CaseVerifier(const BenchOptions& options, const BenchCase& c, Devi
     on_ = "slice";
   } else if (options.verify) {
     const ProblemShape shape = reduced_shape(c.shape);
-    reduced_ = std::make_unique<DeviceProblem>(shape, options.dtype, case_seed(BenchCase{shape, c.causal}));
+    reduced_ = std::make_unique<DeviceProblem>(shape, options.dtype, case_seed(BenchCase{shape, c.causal, c.mods}));
     problem_ = reduced_.get();
     on_ = "reduced " + shape_text(shape);
   }
@@ -48,6 +48,7 @@ CaseVerifier::CaseVerifier(const BenchOptions& options, const BenchCase& c, Devi
   const ProblemShape& s = problem_->shape();
   slice_ = ProblemShape{1, s.seqlen_q, s.seqlen_k, s.heads_q / s.heads_kv, 1, s.head_dim};
   scale_ = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+  reference_ = reference::AttentionOptions{c.mods.window_left, c.causal ? 0 : c.mods.window_right, c.mods.softcap};
 }
 
 std::vector<double> CaseVerifier::q_heads(const void* device) {
@@ -76,8 +77,8 @@ Check CaseVerifier::forward(const Options& options) {
   forward_ran_ = true;
   load_inputs();
   if (!exact_out_) {
-    exact_out_ = reference::attention_forward(slice_, case_.causal, scale_, q_, k_, v_);
-    naive_out_ = reference::naive_forward(dtype_, slice_, case_.causal, scale_, q_, k_, v_);
+    exact_out_ = reference::attention_forward(slice_, reference_, scale_, q_, k_, v_);
+    naive_out_ = reference::naive_forward(dtype_, slice_, reference_, scale_, q_, k_, v_);
   }
   Check check;
   accumulate(check, q_heads(problem_->out()), naive_out_->out, exact_out_->out);
@@ -95,8 +96,8 @@ Check CaseVerifier::backward(const Options& options) {
   }
   load_inputs();
   if (!exact_grad_) {  // once per case: the fp64 backward costs seconds
-    exact_grad_ = reference::attention_backward(slice_, case_.causal, scale_, q_, k_, v_, dout_);
-    naive_grad_ = reference::naive_backward(dtype_, slice_, case_.causal, scale_, q_, k_, v_, dout_);
+    exact_grad_ = reference::attention_backward(slice_, reference_, scale_, q_, k_, v_, dout_);
+    naive_grad_ = reference::naive_backward(dtype_, slice_, reference_, scale_, q_, k_, v_, dout_);
   }
   Check check;
   accumulate(check, q_heads(problem_->dq()), naive_grad_->dq, exact_grad_->dq);

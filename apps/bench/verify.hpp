@@ -49,6 +49,7 @@ class CaseVerifier {
   std::string on_ = "-";
   ProblemShape slice_;  // (1, seqlen_q, seqlen_k, group, 1, head_dim)
   double scale_ = 1;
+  reference::AttentionOptions reference_;  // the case's mask and mods
   bool forward_ran_ = false;
   std::vector<double> q_, k_, v_, dout_;
   std::optional<reference::ForwardResult> exact_out_, naive_out_;

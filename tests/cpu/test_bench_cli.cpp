@@ -184,6 +184,30 @@ TEST(BenchCases, FlopsFollowTheConvention) {
   EXPECT_DOUBLE_EQ(forward_flops(s, true), 2.0 * 2 * 8 * 1024 * 2048 * 128);
 }
 
+TEST(BenchCases, WindowedFlopsCountTheBandRowByRow) {
+  const BenchOptions o = parse("--shape 1,16,16,2,1,64 --masks causal --window 3,0 --softcap 50");
+  ASSERT_EQ(bench_cases(o).size(), 1u);
+  const BenchCase c = bench_cases(o)[0];
+  EXPECT_EQ(c.mods.window_left, 3);
+  EXPECT_EQ(c.mods.window_right, 0);
+  EXPECT_DOUBLE_EQ(c.mods.softcap, 50);
+  // Rows 0..2 see 1..3 keys, rows 3..15 see 4: 6 + 13 * 4 = 58 of 256 pairs.
+  EXPECT_DOUBLE_EQ(forward_flops(c), 4.0 * 2 * 58 * 64);
+  EXPECT_EQ(mask_text(c), "causal window 3,0 softcap 50");
+  const Options options = case_options(c);
+  EXPECT_TRUE(options.causal);
+  EXPECT_EQ(options.window_left, 3);
+  EXPECT_FLOAT_EQ(options.softcap, 50.f);
+  // No window: the convention (causal = half), whatever the softcap.
+  const BenchCase capped{c.shape, true, ScoreMods{-1, -1, 30}};
+  EXPECT_DOUBLE_EQ(forward_flops(capped), forward_flops(c.shape, true));
+  // A right bound without causal: row r sees [r - 2, r + 1].
+  const BenchCase band{ProblemShape{1, 4, 4, 1, 1, 8}, false, ScoreMods{2, 1, 0}};
+  EXPECT_DOUBLE_EQ(forward_flops(band), 4.0 * (2 + 3 + 4 + 3) * 8);
+  for (const char* bad : {"--window 3", "--window 1,2,3", "--window -2,0", "--softcap -1", "--softcap x"})
+    EXPECT_THROW(parse(bad), UsageError) << bad;
+}
+
 TEST(BenchCases, ReducedShapeKeepsHeadDimAndGroup) {
   EXPECT_TRUE(same(reduced_shape(ProblemShape{1, 16384, 16384, 16, 16, 128}), ProblemShape{1, 1024, 1024, 2, 2, 128}));
   EXPECT_TRUE(same(reduced_shape(ProblemShape{4, 8192, 8192, 32, 8, 64}), ProblemShape{2, 1024, 1024, 8, 2, 64}));
@@ -224,6 +248,16 @@ TEST(BenchRepro, EachRowsLineParsesBackToThatRowAlone) {
     }());
     EXPECT_TRUE(f.forward && !f.backward);
   }
+}
+
+TEST(BenchRepro, ScoreModsAreSpelledOutAndParseBack) {
+  const BenchOptions o = parse("--shape 1,8192,8192,16,8,256 --masks causal --window 4096,0 --softcap 50");
+  const BenchCase c = bench_cases(o)[0];
+  const std::string line = repro_command(o, c, Pass::kBackward, ScheduleKind::kAuto);
+  EXPECT_NE(line.find(" --window 4096,0 --softcap 50"), std::string::npos) << line;
+  std::vector<std::string> args = words(line);
+  const BenchCase back = bench_cases(parse_options(std::vector<std::string>(args.begin() + 1, args.end())))[0];
+  EXPECT_EQ(mask_text(back), mask_text(c));
 }
 
 TEST(BenchRepro, DefaultsAreNotSpelledOut) {
