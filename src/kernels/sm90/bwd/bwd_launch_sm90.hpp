@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <string>
 
 #include "bwd_kernel_sm90.hpp"
 #include "dash_attn/cuda_check.hpp"
@@ -26,11 +27,16 @@ typename BwdParams<Traits>::GmemTensor gmem_tensor(const TensorView& t, int64_t 
                          make_stride(seq_stride, _1{}, head_stride, batch_stride)));
 }
 
-template <class Element, int kHeadDim, bool kScoreMods>
-void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorkspace& w, const BackwardMainConfig& c,
-                               cudaStream_t stream) {
-  using Traits = BwdTraits<Element, kHeadDim, kScoreMods>;
+template <class Traits>
+void launch_backward_kernel(const BackwardArgs& a, const plan::BackwardWorkspace& w, const BackwardMainConfig& c,
+                            cudaStream_t stream) {
+  using Element = typename Traits::Element;
   const ProblemShape& s = a.shape;
+  if (c.problem.block_m != Traits::kBlockM || c.problem.block_n != Traits::kBlockN)
+    throw Error(ErrorCode::kNotSupported, "dash_attn::backward: the plan's tiles (" + std::to_string(c.problem.block_m) +
+                                              " x " + std::to_string(c.problem.block_n) + ") are not the kernel's (" +
+                                              std::to_string(Traits::kBlockM) + " x " +
+                                              std::to_string(Traits::kBlockN) + ")");
   auto* base = static_cast<char*>(a.workspace);
   auto at = [&](const plan::WorkspaceSlice& slice) { return slice.bytes ? base + slice.offset : nullptr; };
 
@@ -95,6 +101,15 @@ void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorksp
   launch.attrs = &cooperative;
   launch.numAttrs = 1;
   DASH_CUDA_CHECK(cudaLaunchKernelEx(&launch, kernel, p));
+}
+
+// A ScoreMods row: its softcap kernel when the call has a softcap.
+template <class Element, int kHeadDim, bool kScoreMods>
+void launch_backward_main_sm90(const BackwardArgs& a, const plan::BackwardWorkspace& w, const BackwardMainConfig& c,
+                               cudaStream_t stream) {
+  if constexpr (kScoreMods)
+    if (c.softcap > 0.f) return launch_backward_kernel<BwdTraits<Element, kHeadDim, true, true>>(a, w, c, stream);
+  launch_backward_kernel<BwdTraits<Element, kHeadDim, kScoreMods, false>>(a, w, c, stream);
 }
 
 }  // namespace dash_attn::sm90::bwd

@@ -36,7 +36,7 @@ struct BwdMainloop {
   // Accumulates dK (unscaled) and dV of the chain over its Q tiles into the given fragments.
   template <class FragDk, class FragDv>
   __device__ void run_chain(const ChainWork& work, uint32_t kv_phase, FragDk& dk, FragDv& dv) {
-    const schedule::HeadTiles& tiles = work.tiles;
+    const schedule::HeadTiles tiles = Traits::compiled_tiles(work.tiles);
     typename Traits::TiledMmaSdP mma_sdp;
     typename Traits::TiledMmaDkv mma_dkv;
     typename Traits::TiledMmaDq mma_dq;
@@ -101,13 +101,11 @@ struct BwdMainloop {
       warpgroup_wait<1>();
       const float* lse = smem.lse_log2[stage];
       [[maybe_unused]] decltype(make_fragment_like(s_acc)) dtanh;
-      if constexpr (Traits::kScoreMods) {
-        if (params.softcap_scale != 0.f) {
-          CUTE_UNROLL
-          for (int i = 0; i < size(s_acc); ++i) {
-            s_acc(i) = softcap_tanh(s_acc(i) * params.softcap_scale);
-            dtanh(i) = fmaf(-s_acc(i), s_acc(i), 1.0f);
-          }
+      if constexpr (Traits::kSoftcap) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(s_acc); ++i) {
+          s_acc(i) = softcap_tanh(s_acc(i) * params.softcap_scale);
+          dtanh(i) = fmaf(-s_acc(i), s_acc(i), 1.0f);
         }
       }
       CUTE_UNROLL
@@ -136,11 +134,10 @@ struct BwdMainloop {
       const float* dpsum = smem.dpsum[stage];
       CUTE_UNROLL
       for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) = s_acc(i) * (dp_acc(i) - dpsum[get<1>(coord_s(i))]);
-      if constexpr (Traits::kScoreMods)
-        if (params.softcap_scale != 0.f) {
-          CUTE_UNROLL
-          for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) *= dtanh(i);
-        }
+      if constexpr (Traits::kSoftcap) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) *= dtanh(i);
+      }
 
       Tensor p16 = convert_fragment<Element>(s_acc);
       Tensor ds16 = convert_fragment<Element>(dp_acc);

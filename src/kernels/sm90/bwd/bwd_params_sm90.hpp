@@ -35,7 +35,7 @@ struct BwdParams {
   // P = exp2(S * scale_log2 - lse_log2) with scale_log2 = softmax_scale * log2(e);
   // with a softcap S is tanh(q.k * softcap_scale) and scale_log2 softcap * log2(e).
   float scale_log2 = 0.f;
-  float softcap_scale = 0.f;   // softmax_scale / softcap; 0: no softcap (kScoreMods only)
+  float softcap_scale = 0.f;   // softmax_scale / softcap (read by kSoftcap kernels only)
   float softmax_scale = 0.f;   // applied to dK here, to dQ in the postprocess
 
   // Workspace: where each (sequence, head)'s tiles are (accumulator_tiles.hpp).

@@ -109,8 +109,9 @@ struct BwdProducer {
     const int64_t head_tiles = params.accum.first_q_tile(p, work.batch, work.head_q);
     // A chain without Q tiles (a varlen sequence with keys but no queries)
     // still loads K and V: the MMA warpgroups wait for them, then store dK = dV = 0.
-    if (!params.schedule.chain(work.tiles, work.kv).valid()) load_kv(work);
-    for (auto cursor = params.schedule.chain(work.tiles, work.kv); cursor.valid(); cursor.advance()) {
+    const schedule::HeadTiles tiles = Traits::compiled_tiles(work.tiles);
+    if (!params.schedule.chain(tiles, work.kv).valid()) load_kv(work);
+    for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
       const int q_tile = cursor.q_tile();
       const int stage = steps % 2;
       const uint32_t phase = steps / 2 % 2;

@@ -36,13 +36,19 @@ namespace dash_attn::sm90::bwd {
 using namespace cute;
 
 // kScoreMods_: the kernel honours sliding windows (left bounds in the
-// element mask), a softcap (dS gains 1 - tanh^2) and sinks (through the
-// forward's LSE); the ScoreMods rows of the kernel table.
-template <class Element_, int kHeadDim_, bool kScoreMods_ = false>
+// element mask) and sinks (through the forward's LSE); the ScoreMods rows of
+// the kernel table, each of which compiles two kernels: kSoftcap_ adds the
+// softcap (dS gains 1 - tanh^2, a fragment as large as S held across the dP
+// GEMM). A run-time switch instead kept that fragment in the register
+// allocation of every ScoreMods call: spills at hdim 64 went 628 -> 1544 B
+// stored (ptxas), 972 B without the softcap code.
+template <class Element_, int kHeadDim_, bool kScoreMods_ = false, bool kSoftcap_ = false>
 struct BwdTraits {
   using Element = Element_;  // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kScoreMods = kScoreMods_;
+  static constexpr bool kSoftcap = kSoftcap_;
+  static_assert(kScoreMods || !kSoftcap, "the softcap is a score mod");
   static constexpr int kBlockM = backward_tile(kHeadDim).block_m;
   static constexpr int kBlockN = backward_tile(kHeadDim).block_n;
   static constexpr bool kSplitHeadDim = kBlockN == 64;
@@ -92,6 +98,15 @@ struct BwdTraits {
   static_assert(kDqStages == kStages, "one dQ stage (and writer warp) per Q/dO stage");
 
   using TileShapeMNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+
+  // A head's tiles with this kernel's tile sizes as constants (the host
+  // builds them with the same ones, checked at launch): the band's divisions
+  // by block_m and block_n, asked per step by every role, become shifts.
+  static CUTE_HOST_DEVICE schedule::HeadTiles compiled_tiles(schedule::HeadTiles tiles) {
+    tiles.block_m = kBlockM;
+    tiles.block_n = kBlockN;
+    return tiles;
+  }
 
   // Shared memory. Q, dO, K, V: K-major (head_dim contiguous), as TMA writes them.
   using SmemAtomRow = GMMA::Layout_K_SW128_Atom<Element>;
