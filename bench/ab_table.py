@@ -10,8 +10,9 @@ import pathlib
 import re
 import sys
 
-# impl pass schedule det shape mask ms TFLOPS ... (dash-bench's table rows)
-ROW = re.compile(r"dash_attn (fwd|bwd)\s+(\S+)\s+\S+\s+(\S+)\s+(\S+)\s+\S+\s+(\S+)")
+# impl pass schedule det shape mask ms TFLOPS ... (dash-bench's table rows); the mask is
+# full or causal, then " window L,R" and " softcap X" with dash-bench's --window / --softcap.
+ROW = re.compile(r"dash_attn (fwd|bwd)\s+(\S+)\s+\S+\s+(\S+)\s+(\S+(?: window \S+)?(?: softcap \S+)?)\s+\S+\s+(\S+)")
 
 
 def parse_log(text):

@@ -36,3 +36,20 @@ def test_table_averages_rounds_and_divides_by_the_first_variant(tmp_path):
                          check=True, capture_output=True, text=True).stdout
     assert "| 32,512,512,32,32,64 | full | atomic | 105.0 | 126.0 | 1.200 |" in out
     assert "| 32,512,512,32,32,64 | full | auto | 95.0 | 95.0 | 1.000 |" in out
+
+
+def test_parse_log_keeps_dash_benchs_score_mods_in_the_mask():
+    text = "\n".join([
+        HEADER,
+        "dash_attn bwd  auto            yes 1,16384,16384,32,8,128   causal window 4096,0     5.733   419.6   44.9"
+        "         - -           2/2     ok",
+        "dash_attn bwd  atomic          no  4,4096,4096,16,8,256     causal window 4096,0 softcap 50     4.393   313.0"
+        "   33.5         - -           -       ok",
+        "dash_attn fwd  -               -   4,4096,4096,16,8,256     full softcap 30     1.145   480.2   51.5"
+        "         - -           -       ok",
+    ])
+    assert ab_table.parse_log(text) == {
+        ("1,16384,16384,32,8,128", "causal window 4096,0", "auto"): 419.6,
+        ("4,4096,4096,16,8,256", "causal window 4096,0 softcap 50", "atomic"): 313.0,
+        ("4,4096,4096,16,8,256", "full softcap 30", "fwd"): 480.2,
+    }
