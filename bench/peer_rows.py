@@ -224,9 +224,10 @@ def is_gqa(row):
 
 
 def shape_key(row):
-    """Rows of one problem and pass (fields a row lacks read as None)."""
+    """Rows of one problem and pass (fields a row lacks read as None; score
+    mods make another problem)."""
     return (row["head_dim"], row["mask"], row["seqlen"], row.get("batch"), heads_q(row),
-            row.get("heads_kv", heads_q(row)), row["pass"])
+            row.get("heads_kv", heads_q(row)), row["pass"], row.get("score_mods"))
 
 
 def annotate_best_peer(rows):
@@ -280,6 +281,7 @@ def series(rows, seqlens=SEQLENS, field="tflops", gqa=False, **match):
     key=value given; None where no such row. GQA rows (heads_kv < heads) are
     left out unless gqa=True: they share (hdim, mask, seqlen) with cells of
     the standard grid."""
+    match.setdefault("score_mods", None)  # rows with score mods only when asked for by name
     found = {r["seqlen"]: r.get(field) for r in rows
              if is_ok(r) and is_gqa(r) == gqa and all(r.get(k) == v for k, v in match.items())}
     return [found.get(s) for s in seqlens]

@@ -236,3 +236,14 @@ def test_e2e_flops_count_matmuls_three_times_and_attention_three_and_a_half():
     attention_fwd = 4 * 2 * 4 * 8 * 8 * 16 / 2
     assert flops["attention"] == 3.5 * attention_fwd
     assert flops["step"] == 3 * 2 * 2 * 8 * 1000 + 3.5 * attention_fwd
+
+
+def test_series_and_best_peers_keep_score_mod_rows_apart():
+    base = dict(head_dim=128, mask="causal", seqlen=16384, batch=1, heads=32, heads_kv=8, status="ok", deterministic=True)
+    plain = dict(base, impl="fa4", label="FA4 det.", tflops=500.0, bitwise=True, **{"pass": "bwd"})
+    windowed = dict(plain, tflops=600.0, score_mods="window (4096, 0)")
+    assert peer_rows.series([plain, windowed], gqa=True, impl="fa4") == [None] * 5 + [500.0]
+    assert peer_rows.series([plain, windowed], gqa=True, impl="fa4", score_mods="window (4096, 0)")[-1] == 600.0
+    mine = dict(plain, impl="dash_attn", label="dash_attn det.", tflops=550.0)
+    peer_rows.annotate_best_peer([plain, windowed, mine])
+    assert mine["ratio_to_best_peer"] == 1.1
