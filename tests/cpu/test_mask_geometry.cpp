@@ -123,6 +123,14 @@ bool check_geometry(const Case& c) {
         return false;
       }
       const TileLocalMask local = g.tile_local_mask(q, kv);
+      // On a tile with work the one-compare band form equals the rule's on
+      // every slot, the rows past seqlen_q included (the kernel masks them too).
+      for (int row = 0; t.visible(q, kv) && row < c.block_m; ++row)
+        for (int key = 0; key < c.block_n; ++key)
+          if (local.hidden_in_band(key, row) != local.hidden<true>(key, row)) {
+            ADD_FAILURE() << where << " tile (" << q << ", " << kv << ") band form (key " << key << ", row " << row << ")";
+            return false;
+          }
       for (int row = 0; row < c.block_m && q * c.block_m + row < c.seqlen_q; ++row)
         for (int key = 0; key < c.block_n; ++key) {
           const bool expected =

@@ -117,10 +117,11 @@ struct BwdMainloop {
       // predicated loads (~+60% on a hdim 64 step).
       if (tiles.needs_mask(q_tile, work.kv)) {
         if constexpr (Traits::kScoreMods) {
+          // The chain visits only tiles with work: hidden_in_band's precondition.
           const mask::TileLocalMask local = element_mask.tile_local_mask(q_tile, work.kv);
           CUTE_UNROLL
           for (int i = 0; i < size(s_acc); ++i)
-            if (local.hidden<true>(get<0>(coord_s(i)), get<1>(coord_s(i)))) s_acc(i) = 0.f;
+            if (local.hidden_in_band(get<0>(coord_s(i)), get<1>(coord_s(i)))) s_acc(i) = 0.f;
         } else {
           const mask::TileLocalMask local = element_mask.tile_local_mask_none_or_causal(q_tile, work.kv);
           CUTE_UNROLL
