@@ -1,7 +1,6 @@
 #include "bench/cases.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace dash_attn::bench {
 
@@ -33,7 +32,7 @@ double forward_flops(const ProblemShape& s, bool causal) {
 
 double forward_flops(const BenchCase& c) {
   const ScoreMods& m = c.mods;
-  if (m.window_left < 0 && m.window_right < 0) return forward_flops(c.shape, c.causal);
+  if (!m.has_window()) return forward_flops(c.shape, c.causal);
   const ProblemShape& s = c.shape;
   const int64_t right = c.causal ? 0 : m.window_right, offset = s.seqlen_k - s.seqlen_q;
   double visible = 0;
@@ -54,15 +53,7 @@ Options case_options(const BenchCase& c) {
 }
 
 std::string mask_text(const BenchCase& c) {
-  std::string text = c.causal ? "causal" : "full";
-  if (c.mods.window_left >= 0 || c.mods.window_right >= 0)
-    text += " window " + std::to_string(c.mods.window_left) + "," + std::to_string(c.mods.window_right);
-  if (c.mods.softcap > 0) {
-    char cap[32];
-    std::snprintf(cap, sizeof cap, " softcap %g", c.mods.softcap);
-    text += cap;
-  }
-  return text;
+  return (c.causal ? "causal" : "full") + score_mods_text(c.mods, "", 6);
 }
 
 ProblemShape reduced_shape(const ProblemShape& shape) {

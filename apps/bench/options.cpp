@@ -1,5 +1,6 @@
 #include "bench/options.hpp"
 
+#include <cstdio>
 #include <sstream>
 
 #include "cli_parse.hpp"
@@ -162,6 +163,19 @@ std::string usage_text() {
   CLI::App app(kDescription, "dash-bench");
   define_options(app, o, grid);
   return app.help();
+}
+
+std::string score_mods_text(const ScoreMods& mods, const char* prefix, int digits) {
+  std::string text;
+  if (mods.has_window())
+    text += " " + std::string(prefix) + "window " + std::to_string(mods.window_left) + "," +
+            std::to_string(mods.window_right);
+  if (mods.softcap > 0) {
+    char cap[40];
+    std::snprintf(cap, sizeof cap, "%.*g", digits, mods.softcap);
+    text += " " + std::string(prefix) + "softcap " + cap;
+  }
+  return text;
 }
 
 std::string shape_text(const ProblemShape& s) {

@@ -24,8 +24,13 @@ enum class Pass { kForward, kBackward };
 struct ScoreMods {
   int window_left = -1, window_right = -1;  // -1: unbounded
   double softcap = 0;                       // 0: off
-  bool any() const { return window_left >= 0 || window_right >= 0 || softcap > 0; }
+  bool has_window() const { return window_left >= 0 || window_right >= 0; }
 };
+
+// " window L,R" and " softcap X" for the mods set, each keyword after
+// `prefix` ("" for the mask column, "--" for a repro line) and the softcap
+// with `digits` significant digits.
+std::string score_mods_text(const ScoreMods& mods, const char* prefix, int digits);
 
 struct BenchOptions {
   std::vector<int> head_dims{64, 128};

@@ -1,7 +1,5 @@
 #include "bench/repro.hpp"
 
-#include <cstdio>
-
 namespace dash_attn::bench {
 
 std::string repro_command(const BenchOptions& options, const BenchCase& c, Pass pass, ScheduleKind schedule) {
@@ -10,13 +8,7 @@ std::string repro_command(const BenchOptions& options, const BenchCase& c, Pass 
   if (pass == Pass::kForward) line += " --passes fwd";
   else line += " --passes bwd --schedules " + std::string(to_string(schedule));
   line += " --dtype " + std::string(to_string(options.dtype));
-  if (c.mods.window_left >= 0 || c.mods.window_right >= 0)
-    line += " --window " + std::to_string(c.mods.window_left) + "," + std::to_string(c.mods.window_right);
-  if (c.mods.softcap > 0) {
-    char cap[40];
-    std::snprintf(cap, sizeof cap, " --softcap %.17g", c.mods.softcap);
-    line += cap;
-  }
+  line += score_mods_text(c.mods, "--", 17);  // every digit: the line reruns the same softcap
   if (options.repetitions != defaults.repetitions) line += " --reps " + std::to_string(options.repetitions);
   const bool reruns = pass == Pass::kBackward && schedule != ScheduleKind::kAtomic;
   if (reruns && options.determinism_runs != defaults.determinism_runs)
