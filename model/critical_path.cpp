@@ -125,7 +125,7 @@ CriticalPath critical_path(const ScheduleTrace& trace, const SimResult& sim, con
         dag.link(last_compute, epilogue);
         if (serial) dag.link(latest_reduce, epilogue);
         last_compute = epilogue;
-        if (trace.group_size > 1) {
+        if (trace.reduces_dkv) {
           const int add = dag.add(cost.reduce_dkv, NodeKind::kCompute);
           dag.link(last_compute, add);
           if (trace.ordered) dkv_order[chain.dkv_tile][chain.dkv_rank] = Contribution{add, w};

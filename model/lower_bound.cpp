@@ -7,7 +7,7 @@ namespace dash_attn::model {
 
 LowerBound lower_bound(const ScheduleTrace& trace, int workers, const CostModel& cost) {
   const bool serial = !cost.overlap_reduce;
-  const double dkv = trace.group_size > 1 ? cost.reduce_dkv : 0.0;
+  const double dkv = trace.reduces_dkv ? cost.reduce_dkv : 0.0;
   LowerBound bound;
   double work = 0;
   std::vector<double> cheapest_compute(trace.dq_contributors.size(), std::numeric_limits<double>::infinity());

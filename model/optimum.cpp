@@ -41,7 +41,7 @@ class Search {
  public:
   Search(const ScheduleTrace& trace, int workers, const CostModel& cost, double upper, std::int64_t limit)
       : cost_(cost), workers_(workers), best_(upper), limit_(limit) {
-    if (cost.overlap_reduce || trace.group_size > 1 || cost.compute <= 0 || cost.compute_masked <= 0 || cost.reduce <= 0)
+    if (cost.overlap_reduce || trace.reduces_dkv || cost.compute <= 0 || cost.compute_masked <= 0 || cost.reduce <= 0)
       throw std::invalid_argument("exact_optimum: needs serial adds, no GQA, and positive c, c_masked, r");
     std::vector<int> local(trace.dq_contributors.size(), -1);
     for (const TraceChain& chain : trace.chains) {

@@ -5,13 +5,17 @@
 
 namespace dash_attn::model {
 
-ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind requested, bool head_major) {
+ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind requested, bool head_major,
+                          int chain_heads) {
   const ScheduleKind kind = schedule::resolve_schedule(requested, problem);
-  const schedule::Schedule s = head_major ? schedule::Schedule(kind, 1) : schedule::Schedule(kind);
+  const schedule::Schedule s(kind, head_major ? 1 : schedule::claim_interleave(kind),
+                             chain_heads > 0 ? chain_heads : schedule::default_chain_heads(problem));
   ScheduleTrace trace;
   trace.kind = s.kind();
   trace.ordered = s.ordered();
   trace.group_size = problem.group_size();
+  trace.chain_heads = s.chain_heads();
+  trace.reduces_dkv = s.reduces_dkv(problem);
   trace.coresidency = s.required_coresidency(problem);
 
   // Global tile ids: sequence-major, then head, then tile.
@@ -38,9 +42,9 @@ ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind req
       const int n_q = item.tiles.q_tiles(), n_k = item.tiles.kv_tiles();
       chain.dkv_tile = dkv_base[item.batch] + item.head_kv * n_k + chain.kv;
       chain.dkv_rank = s.dkv_rank(problem, item.head_q);
-      for (schedule::ChainCursor it = s.chain(item.tiles, chain.kv); it.valid(); it.advance()) {
-        const int q = it.q_tile();
-        chain.steps.push_back(TraceStep{q, dq_base[item.batch] + item.head_q * n_q + q, it.rank(), it.needs_mask()});
+      for (schedule::ChainCursor it = s.chain_walk(item.tiles, chain.kv); it.valid(); it.advance()) {
+        const int q = it.q_tile(), head = item.head_q + it.pass();
+        chain.steps.push_back(TraceStep{head, q, dq_base[item.batch] + head * n_q + q, it.rank(), it.needs_mask()});
       }
       trace.chains.push_back(std::move(chain));
     }

@@ -177,7 +177,7 @@ class Simulator {
     add(w, start, start + cost_.epilogue, SegmentKind::kEpilogue, 0, true);
     k.compute_free = start + cost_.epilogue;
     k.t = k.compute_free;
-    if (trace_.group_size > 1) {
+    if (trace_.reduces_dkv) {
       k.phase = Phase::kDkv;
     } else {
       finish_chain(w);

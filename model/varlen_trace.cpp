@@ -34,6 +34,7 @@ ScheduleTrace build_varlen_trace(const schedule::VarlenProblem& p, schedule::Var
   trace.kind = ScheduleKind::kDescending;  // the per-sequence rule VarlenProblem applies
   trace.ordered = true;
   trace.group_size = p.group_size();
+  trace.reduces_dkv = p.group_size() > 1;  // a chain per q-head (VarlenProblem)
   trace.coresidency = 1;  // every wait targets an earlier claim (claims_before)
 
   std::vector<int> dq_base(p.batch + 1, 0), dkv_base(p.batch + 1, 0);
@@ -60,7 +61,7 @@ ScheduleTrace build_varlen_trace(const schedule::VarlenProblem& p, schedule::Var
     for (int step = 0; step < length; ++step) {
       const int q = p.q_tile(c, step);
       chain.steps.push_back(
-          TraceStep{q, dq_base[c.sequence] + c.head_q * t.q_tiles() + q, p.dq_rank(c, q), t.needs_mask(q, c.kv)});
+          TraceStep{c.head_q, q, dq_base[c.sequence] + c.head_q * t.q_tiles() + q, p.dq_rank(c, q), t.needs_mask(q, c.kv)});
     }
     trace.chains.push_back(std::move(chain));
   }

@@ -8,7 +8,8 @@ std::vector<BenchCase> bench_cases(const BenchOptions& options) {
   std::vector<BenchCase> cases;
   if (!options.shapes.empty()) {
     for (const ProblemShape& shape : options.shapes)
-      for (const bool causal : options.masks) cases.push_back(BenchCase{shape, causal, options.mods});
+      for (const bool causal : options.masks)
+        cases.push_back(BenchCase{shape, causal, options.mods, options.q_heads_per_chain});
     return cases;
   }
   for (const int head_dim : options.head_dims)
@@ -16,7 +17,7 @@ std::vector<BenchCase> bench_cases(const BenchOptions& options) {
       for (const int seqlen : options.seqlens) {
         const int heads = std::max(1, kGridHidden / head_dim);
         cases.push_back(BenchCase{ProblemShape{kGridTokens / seqlen, seqlen, seqlen, heads, heads, head_dim}, causal,
-                                  options.mods});
+                                  options.mods, options.q_heads_per_chain});
       }
   return cases;
 }
@@ -49,6 +50,7 @@ Options case_options(const BenchCase& c) {
   o.causal = c.causal;
   o.window_left = c.mods.window_left, o.window_right = c.mods.window_right;
   o.softcap = static_cast<float>(c.mods.softcap);
+  o.q_heads_per_chain = c.q_heads_per_chain;
   return o;
 }
 

@@ -15,6 +15,7 @@ struct BenchCase {
   ProblemShape shape;
   bool causal = false;
   ScoreMods mods;  // the run's --window / --softcap
+  int q_heads_per_chain = 0;  // the run's --q-heads-per-chain (0: the library's choice)
 };
 
 // The case's mask and mods as dash_attn's Options (schedule and

@@ -108,6 +108,9 @@ void define_options(CLI::App& app, BenchOptions& o, GridChoice& grid) {
   cli::add_value(app, "--softcap", "X", [&](const std::string& v) {
     o.mods.softcap = cli::option_double("--softcap", v, 0.0);
   }, "scores become X * tanh(s / X) (0: off)")->group(run);
+  cli::add_value(app, "--q-heads-per-chain", "N", [&](const std::string& v) {
+    o.q_heads_per_chain = cli::option_int("--q-heads-per-chain", v, 0);
+  }, "GQA backward: q-heads each chain walks (a divisor of the group; 0: the library's choice)")->group(run);
   cli::add_value(app, "--dtype", "bf16|fp16", [&](const std::string& v) { o.dtype = parse_dtype(v); },
                  "element type of q, k, v and the gradients (bf16)")->group(run);
 

@@ -42,6 +42,7 @@ struct BenchOptions {
   bool forward = true, backward = true;  // --passes
   DType dtype = DType::kBF16;
   ScoreMods mods;
+  int q_heads_per_chain = 0;  // Options::q_heads_per_chain of every case (0: the library's choice)
   int repetitions = 30;
   int determinism_runs = 10;
   // Rows with both seqlens <= this are checked on a (batch 0, kv-head 0)

@@ -9,6 +9,7 @@ std::string repro_command(const BenchOptions& options, const BenchCase& c, Pass 
   else line += " --passes bwd --schedules " + std::string(to_string(schedule));
   line += " --dtype " + std::string(to_string(options.dtype));
   line += score_mods_text(c.mods, "--", 17);  // every digit: the line reruns the same softcap
+  if (c.q_heads_per_chain > 0) line += " --q-heads-per-chain " + std::to_string(c.q_heads_per_chain);
   if (options.repetitions != defaults.repetitions) line += " --reps " + std::to_string(options.repetitions);
   const bool reruns = pass == Pass::kBackward && schedule != ScheduleKind::kAtomic;
   if (reruns && options.determinism_runs != defaults.determinism_runs)

@@ -79,6 +79,13 @@ struct Options {
   // > 0: every score s = softmax_scale * q.k becomes softcap * tanh(s / softcap)
   // before the mask and the softmax (FlashAttention's softcap). 0: off.
   float softcap = 0.0f;
+  // Backward, GQA/MQA: q-heads of a KV head that one chain walks against its
+  // KV tile (0: the library's choice, schedule::default_chain_heads; else a
+  // divisor of heads_q / heads_kv). Walking the whole group keeps dK/dV in
+  // registers (no fp32 dK/dV accumulator); fewer heads give more, shorter
+  // chains. Deterministic results are bitwise stable for a given value, but
+  // different values sum dK/dV in different orders.
+  int q_heads_per_chain = 0;
 };
 
 struct ForwardArgs {

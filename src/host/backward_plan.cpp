@@ -18,7 +18,8 @@ plan::WorkspaceSlice take(std::size_t& cursor, std::size_t bytes) {
 // Carves the slices for w.accum's slots of every head.
 void carve(plan::BackwardWorkspace& w, const ProblemShape& s, const Options& options, bool varlen) {
   const bool ordered = options.deterministic && options.schedule != ScheduleKind::kAtomic;
-  const bool grouped = s.heads_kv != s.heads_q;
+  // dK/dV are summed across chains only when a chain walks part of its group.
+  const bool grouped = backward_chain_heads(s, options) < s.heads_q / s.heads_kv;
   const auto q_slots = static_cast<std::size_t>(s.heads_q) * w.accum.q_per_head * (varlen ? 1 : s.batch);
   const auto kv_slots = static_cast<std::size_t>(s.heads_kv) * w.accum.kv_per_head * (varlen ? 1 : s.batch);
   const std::size_t q_rows = q_slots * w.tile.block_m;
@@ -106,6 +107,11 @@ schedule::TileProblem backward_varlen_tile_problem(const ProblemShape& s, const 
 ScheduleKind backward_schedule(const ProblemShape& shape, const Options& options) {
   if (!options.deterministic || options.schedule == ScheduleKind::kAtomic) return ScheduleKind::kAtomic;
   return schedule::resolve_schedule(options.schedule, backward_tile_problem(shape, options));
+}
+
+int backward_chain_heads(const ProblemShape& shape, const Options& options) {
+  if (options.q_heads_per_chain > 0) return options.q_heads_per_chain;
+  return schedule::default_chain_heads(backward_tile_problem(shape, options));
 }
 
 ScheduleKind backward_varlen_schedule(const Options& options) {

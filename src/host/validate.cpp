@@ -173,6 +173,11 @@ void validate_problem(const char* function, const ProblemShape& s, const Options
     fail(ErrorCode::kInvalidArgument, function, "options.max_ctas", "expected >= 0 (0: no cap), got " + str(options.max_ctas));
   if (options.sm_margin < 0)
     fail(ErrorCode::kInvalidArgument, function, "options.sm_margin", "expected >= 0, got " + str(options.sm_margin));
+  const int64_t group = s.heads_q / s.heads_kv;
+  if (options.q_heads_per_chain < 0 || (options.q_heads_per_chain > 0 && group % options.q_heads_per_chain != 0))
+    fail(ErrorCode::kInvalidArgument, function, "options.q_heads_per_chain",
+         "expected 0 (auto) or a divisor of heads_q / heads_kv = " + str(group) + ", got " +
+             str(options.q_heads_per_chain));
   const auto kind = static_cast<int>(options.schedule);
   if (kind < static_cast<int>(ScheduleKind::kAtomic) || kind > static_cast<int>(ScheduleKind::kAuto))
     fail(ErrorCode::kInvalidArgument, function, "options.schedule", "expected a ScheduleKind value, got " + str(kind));

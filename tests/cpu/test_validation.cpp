@@ -152,6 +152,11 @@ TEST(Validation, RejectsBadOptions) {
   expect_forward_error([](ForwardArgs&, Options& o) { o.softmax_scale = 0.0f; }, ErrorCode::kInvalidArgument,
                        {"options.softmax_scale"});
   expect_forward_error([](ForwardArgs&, Options& o) { o.max_ctas = -1; }, ErrorCode::kInvalidArgument, {"options.max_ctas"});
+  // valid_forward is GQA 8/2: a chain may walk 1, 2 or 4 q-heads.
+  expect_forward_error([](ForwardArgs&, Options& o) { o.q_heads_per_chain = 3; }, ErrorCode::kInvalidArgument,
+                       {"options.q_heads_per_chain", "heads_q / heads_kv = 4", "got 3"});
+  expect_forward_error([](ForwardArgs&, Options& o) { o.q_heads_per_chain = -1; }, ErrorCode::kInvalidArgument,
+                       {"options.q_heads_per_chain"});
   expect_forward_error([](ForwardArgs&, Options& o) { o.schedule = static_cast<ScheduleKind>(42); },
                        ErrorCode::kInvalidArgument, {"options.schedule", "got 42"});
   expect_forward_error([](ForwardArgs&, Options& o) { o.schedule = ScheduleKind::kAtomic; }, ErrorCode::kInvalidArgument,
@@ -421,6 +426,24 @@ TEST(WorkspacePlan, SizesEverySliceAndAlignsIt) {
   const plan::BackwardWorkspace atomic = host::plan_backward_workspace(s, options);
   EXPECT_EQ(atomic.dq_counters.bytes, 0u);
   EXPECT_EQ(atomic.dkv_counters.bytes, 0u);
+}
+
+// dK/dV accumulators exist only when chains walk part of their GQA group.
+TEST(WorkspacePlan, DkvAccumulatorsOnlyForPartialGroupWalks) {
+  const ProblemShape s{2, 256, 256, 32, 8, 128};
+  Options options;
+  EXPECT_EQ(host::backward_chain_heads(s, options), 4);  // the whole group: 32 / 4 = 8 chain heads
+  const plan::BackwardWorkspace whole = host::plan_backward_workspace(s, options);
+  EXPECT_EQ(whole.dk_accum.bytes, 0u);
+  EXPECT_EQ(whole.dv_accum.bytes, 0u);
+  EXPECT_EQ(whole.dkv_counters.bytes, 0u);
+  options.q_heads_per_chain = 2;
+  EXPECT_EQ(host::backward_chain_heads(s, options), 2);
+  const plan::BackwardWorkspace half = host::plan_backward_workspace(s, options);
+  EXPECT_EQ(half.dk_accum.bytes, std::size_t{2} * 8 * 2 * 128 * 128 * sizeof(float));
+  EXPECT_GT(half.dkv_counters.bytes, 0u);
+  const ProblemShape mha{2, 256, 256, 8, 8, 128};
+  EXPECT_EQ(host::plan_backward_workspace(mha, Options{}).dk_accum.bytes, 0u);
 }
 
 TEST(Names, RoundTripEveryScheduleKind) {

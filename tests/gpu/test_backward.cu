@@ -98,6 +98,26 @@ TEST_P(BackwardAccuracy, EverySchedule) {
   }
 }
 
+// GQA/MQA chains that walk 2 .. group q-heads (Schedule::chain_heads): dK/dV
+// stored from registers (the whole group) or added per chain (part of it).
+TEST_P(BackwardAccuracy, EveryGroupWalk) {
+  DASH_REQUIRE_SM90();
+  const ProblemShape& s = GetParam().shape;
+  const int group = static_cast<int>(s.heads_q / s.heads_kv);
+  if (group == 1) GTEST_SKIP() << "MHA: one q-head per chain";
+  const CheckedProblem checked(GetParam());
+  testing::BackwardRunner runner(checked.problem);
+  for (const ScheduleKind kind : kSchedules)
+    for (int walk = 2; walk <= group; ++walk) {
+      if (group % walk != 0) continue;
+      SCOPED_TRACE(checked.case_name(kind) + " q_heads_per_chain " + std::to_string(walk));
+      Options o = checked.options(kind);
+      o.q_heads_per_chain = walk;
+      runner.run(o);
+      checked.expect_accurate(runner.bits());
+    }
+}
+
 std::vector<ProblemCase> accuracy_cases() {
   const ProblemShape shapes[] = {
       {1, 128, 128, 2, 2, 0},  // one tile

@@ -439,17 +439,24 @@ void run_accuracy(const AccuracyCase& c) {
   std::future<std::vector<ExpectedGradients>> expected =
       std::async(std::launch::async, [&] { return expected_gradients(docs, h, c.causal); });
   VarlenBackwardRunner<Element> runner(docs, order, c.lead, h, c.causal, c.use_seqused);
-  std::vector<std::pair<ScheduleKind, std::vector<DocumentGradients>>> runs;
+  std::vector<std::pair<std::string, std::vector<DocumentGradients>>> runs;
+  const int group = static_cast<int>(c.heads_q / c.heads_kv);
   for (ScheduleKind kind :
-       {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending, ScheduleKind::kAuto}) {
-    SCOPED_TRACE("schedule " + schedule_name(kind));
-    runner.run(backward_options(c.causal, kind));
-    runs.emplace_back(kind, runner.results());
-  }
+       {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending, ScheduleKind::kAuto})
+    // GQA: also chains that walk the whole group (dK/dV stored per sequence from registers).
+    for (int walk : {0, group}) {
+      if (walk == 1) continue;
+      const std::string name = schedule_name(kind) + (walk > 0 ? ", q_heads_per_chain " + std::to_string(walk) : "");
+      SCOPED_TRACE("schedule " + name);
+      Options o = backward_options(c.causal, kind);
+      o.q_heads_per_chain = walk;
+      runner.run(o);
+      runs.emplace_back(name, runner.results());
+    }
   const std::vector<ExpectedGradients> want = expected.get();
-  for (const auto& [kind, got] : runs)
+  for (const auto& [name, got] : runs)
     for (size_t i = 0; i < docs.size(); ++i) {
-      SCOPED_TRACE("schedule " + schedule_name(kind) + ", document " + std::to_string(i) + " (seqlen_q " +
+      SCOPED_TRACE("schedule " + name + ", document " + std::to_string(i) + " (seqlen_q " +
                    std::to_string(docs[i].seqlen_q) + ", seqlen_k " + std::to_string(docs[i].seqlen_k) + ")");
       expect_accurate(c.dtype, got[i], want[i], docs[i].seqlen_q, docs[i].seqlen_k);
     }
@@ -505,7 +512,7 @@ void expect_same_document(const DocumentGradients& expected, const DocumentGradi
 using InvarianceParam = std::tuple<testing::KernelRow, bool, ScheduleKind>;
 
 template <class Element>
-void run_invariance(int64_t head_dim, bool causal, ScheduleKind kind, bool with_dlse) {
+void run_invariance(int64_t head_dim, bool causal, ScheduleKind kind, bool with_dlse, int q_heads_per_chain = 0) {
   const Heads h{8, 2, head_dim};
   const std::vector<Document<Element>>& docs = cached_documents<Element>(ragged_lengths(true), h.q, h.kv, h.dim, 1234);
   std::vector<std::vector<float>> dlse_values;
@@ -519,7 +526,8 @@ void run_invariance(int64_t head_dim, bool causal, ScheduleKind kind, bool with_
     }
   }
   const std::vector<std::vector<float>>* dlse = with_dlse ? &dlse_values : nullptr;
-  const Options o = backward_options(causal, kind);
+  Options o = backward_options(causal, kind);
+  o.q_heads_per_chain = q_heads_per_chain;
 
   const std::vector<int> order = iota_order(docs.size());
   std::vector<int> reversed(order.rbegin(), order.rend()), shuffled = order;
@@ -531,7 +539,9 @@ void run_invariance(int64_t head_dim, bool causal, ScheduleKind kind, bool with_
   a.run(o);
   const std::vector<DocumentGradients> packed = a.results();
   VarlenBackwardRunner<Element> b(docs, reversed, 67, h, causal, false, dlse, /*forward_sm_margin=*/100);
-  b.run(backward_options(causal, kind, 0, /*sm_margin=*/100));
+  Options margin = backward_options(causal, kind, 0, /*sm_margin=*/100);
+  margin.q_heads_per_chain = q_heads_per_chain;
+  b.run(margin);
   const std::vector<DocumentGradients> other = b.results();
   VarlenBackwardRunner<Element> c(docs, shuffled, 1, h, causal, true, dlse);
   c.run(o);
@@ -564,6 +574,16 @@ TEST_P(BackwardVarlenPacking, SequenceBitsIgnorePackingAndEqualFixedLength) {
     run_invariance<__nv_bfloat16>(row.head_dim, causal, kind, false);
   else
     run_invariance<__half>(row.head_dim, causal, kind, false);
+}
+
+// Chains over the whole GQA group of 4 (dK/dV stored per sequence).
+TEST_P(BackwardVarlenPacking, GroupWalkSequenceBitsIgnorePackingAndEqualFixedLength) {
+  DASH_REQUIRE_SM90();
+  const auto [row, causal, kind] = GetParam();
+  if (row.dtype == DType::kBF16)
+    run_invariance<__nv_bfloat16>(row.head_dim, causal, kind, false, 4);
+  else
+    run_invariance<__half>(row.head_dim, causal, kind, false, 4);
 }
 
 // dlse (heads_q, total_q) enters each sequence like backward()'s dlse.

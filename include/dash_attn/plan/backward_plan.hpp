@@ -60,4 +60,9 @@ ScheduleKind backward_schedule(const ProblemShape& shape, const Options& options
 // A varlen batch's (validated: never a wave schedule): auto is descending.
 ScheduleKind backward_varlen_schedule(const Options& options);
 
+// q-heads per chain (options.q_heads_per_chain, or the default rule): the
+// plan allocates the fp32 dK/dV accumulators only when a chain walks less
+// than its whole GQA group, and the kernel's Schedule takes the same value.
+int backward_chain_heads(const ProblemShape& shape, const Options& options);
+
 }  // namespace dash_attn::host

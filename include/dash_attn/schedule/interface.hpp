@@ -3,7 +3,9 @@
 // kernel (src/kernels/sm90) and the DAG model (model/) run the same code.
 //
 // Terms. A chain is the work of one KV tile (batch, q-head, kv) against the Q
-// tiles it sees; it stays on one CTA (dK, dV accumulate in registers). Each
+// tiles it sees; it stays on one CTA (dK, dV accumulate in registers). Under
+// GQA a chain may walk several q-heads of the KV head, one after the other
+// (Schedule::chain_heads); each q-head's pass is the same Q-tile order. Each
 // step of a chain adds a partial dQ tile into the fp32 accumulator of one Q
 // tile; the adds into a dQ tile happen in a fixed order, and a contribution's
 // rank is its position in that order. A work item is what a CTA claims at
@@ -11,23 +13,24 @@
 //
 // How a kernel uses a schedule (see schedule.hpp for the calls):
 //
-//   Schedule s{resolve_schedule(kind, problem)};       // host, once per call
+//   Schedule s = Schedule::for_problem(resolve_schedule(kind, problem), problem);  // host
 //   total = s.total_items(problem);                    // grid work count
 //   // device, per CTA; the claim counter is zeroed by the preprocess kernel
 //   for (int k = atomicAdd(&claim, 1); k < total; k = atomicAdd(&claim, 1)) {
 //     WorkItem item = s.work_item(problem, k);
 //     for (int c = 0; c < item.num_chains; ++c) {
-//       ChainCursor it = s.chain(item.tiles, item.kv[c]);
 //       load K, V of (item.batch, item.head_kv, item.kv[c]);
-//       for (; it.valid(); it.advance()) {
-//         compute tile it.q_tile() (apply the mask iff it.needs_mask());
-//         counter = dq_counter[item.batch][item.head_q][it.q_tile()];
-//         spin (acquire) until counter == it.rank();    // skip for kUnordered
-//         bulk reduce-add the partial dQ; wait until it *completed*;
-//         release: fence + counter += 1;
-//       }
-//       GQA: wait dkv_counter[batch][head_kv][kv] == s.dkv_rank(problem, head_q),
-//            add dK/dV, completion-wait, release +1; else store dK/dV.
+//       for (int h = item.head_q; h < item.head_q + s.chain_heads(); ++h)
+//         for (ChainCursor it = s.chain(item.tiles, item.kv[c]); it.valid(); it.advance()) {
+//           compute tile it.q_tile() of q-head h (mask iff it.needs_mask());
+//           counter = dq_counter[item.batch][h][it.q_tile()];
+//           spin (acquire) until counter == it.rank();    // skip for kUnordered
+//           bulk reduce-add the partial dQ; wait until it *completed*;
+//           release: fence + counter += 1;
+//         }
+//       s.reduces_dkv(problem): wait dkv_counter[batch][head_kv][kv] ==
+//            s.dkv_rank(problem, item.head_q), add dK/dV, completion-wait,
+//            release +1; else store dK/dV.
 //     }
 //   }
 //

@@ -72,4 +72,25 @@ DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved) {
   return is_wave_schedule(resolved) ? 1 : kChainClaimInterleave;
 }
 
+// GQA/MQA: q-heads of a KV head that one chain walks, one after the other,
+// against its KV tile (Schedule::chain_heads). A chain that walks the whole
+// group keeps dK/dV in registers to the end and stores them, like MHA: no
+// fp32 dK/dV accumulator, no ordered dK/dV adds between chains, no
+// conversion pass, and K/V are loaded once per group instead of once per
+// q-head. It also makes the chains g times longer and g times fewer, so the
+// walk is cut to the largest divisor of the group that leaves at least
+// kMinChainHeads chains per KV tile (heads_q / chain_heads): the grid of a
+// 16k-token batch then still holds >= 8 x its KV tiles in chains. A function
+// of the head counts alone, never of lengths or batch size: the walk
+// decides the order of the dK/dV sums, hence their bits, and a sequence's
+// bits must not depend on the batch it is in (varlen packing invariance).
+inline constexpr int kMinChainHeads = 8;
+
+DASH_HOST_DEVICE inline int default_chain_heads(const TileProblem& p) {
+  const int group = p.group_size();
+  int heads = group;
+  while (heads > 1 && (group % heads != 0 || p.heads_q / heads < kMinChainHeads)) --heads;
+  return heads;
+}
+
 }  // namespace dash_attn::schedule

@@ -31,21 +31,29 @@ DASH_HOST_DEVICE auto visit_schedule(ScheduleKind kind, Op op) {
 }
 
 // Steps of one chain: which Q tile, whether it needs the mask, and the rank
-// its dQ add waits for (dQ counter == rank before adding, +1 after).
+// its dQ add waits for (dQ counter == rank before adding, +1 after). A chain
+// that walks several q-heads (`passes` of them) repeats its Q tiles once per
+// q-head; pass() says which. One loop over all passes, not a loop per pass:
+// the nested loop cost the hdim 128 backward's MMA warpgroups +204 B of
+// spill stores (ptxas), with wgmma descriptors reloaded in the step loop.
 class ChainCursor {
  public:
-  DASH_HOST_DEVICE ChainCursor(ScheduleKind kind, const HeadTiles& tiles, int kv)
-      : kind_(kind), tiles_(tiles), kv_(kv), length_(tiles.chain_length(kv)) {}
+  DASH_HOST_DEVICE ChainCursor(ScheduleKind kind, const HeadTiles& tiles, int kv, int passes = 1)
+      : kind_(kind), tiles_(tiles), kv_(kv), length_(tiles.chain_length(kv)), steps_(length_ * passes) {}
 
-  DASH_HOST_DEVICE bool valid() const { return step_ < length_; }
-  DASH_HOST_DEVICE void advance() { ++step_; }
-  DASH_HOST_DEVICE int step() const { return step_; }
-  DASH_HOST_DEVICE int length() const { return length_; }
+  DASH_HOST_DEVICE bool valid() const { return step_ < steps_; }
+  DASH_HOST_DEVICE void advance() {
+    ++step_;
+    if (++in_pass_ == length_) in_pass_ = 0, ++pass_;
+  }
+  DASH_HOST_DEVICE int step() const { return step_; }   // over all passes
+  DASH_HOST_DEVICE int pass() const { return pass_; }
+  DASH_HOST_DEVICE int length() const { return length_; }  // of one pass
   DASH_HOST_DEVICE int kv() const { return kv_; }
 
   DASH_HOST_DEVICE int q_tile() const {
     const HeadTiles& t = tiles_;
-    const int kv = kv_, step = step_;
+    const int kv = kv_, step = in_pass_;
     return visit_schedule(kind_, [&](auto s) { return s.q_tile(t, kv, step); });
   }
   DASH_HOST_DEVICE int rank() const {
@@ -60,7 +68,10 @@ class ChainCursor {
   HeadTiles tiles_;
   int kv_;
   int length_;
+  int steps_;
   int step_ = 0;
+  int in_pass_ = 0;
+  int pass_ = 0;
 };
 
 class Schedule {
@@ -68,21 +79,37 @@ class Schedule {
   // `kind` must be resolved (resolve_schedule) so that host and device agree.
   // The claim order is the kernel's (claim_interleave) unless a test or the
   // paper's setting asks for another `interleaved_heads` (see total_items);
-  // wave schedules always take 1.
+  // wave schedules always take 1. `chain_heads` q-heads of a GQA group share
+  // each chain (default_chain_heads; 1: a chain per q-head); it must divide
+  // the group size of every problem the schedule is asked about.
   DASH_HOST_DEVICE explicit Schedule(ScheduleKind kind) : Schedule(kind, claim_interleave(kind)) {}
-  DASH_HOST_DEVICE Schedule(ScheduleKind kind, int interleaved_heads)
-      : kind_(kind), interleaved_heads_(is_wave_schedule(kind) || interleaved_heads < 1 ? 1 : interleaved_heads) {}
+  DASH_HOST_DEVICE Schedule(ScheduleKind kind, int interleaved_heads, int chain_heads = 1)
+      : kind_(kind),
+        interleaved_heads_(is_wave_schedule(kind) || interleaved_heads < 1 ? 1 : interleaved_heads),
+        chain_heads_(chain_heads < 1 ? 1 : chain_heads) {}
+  // The kernel's schedule for problem p: its claim order and GQA walk.
+  DASH_HOST_DEVICE static Schedule for_problem(ScheduleKind kind, const TileProblem& p) {
+    return Schedule(kind, claim_interleave(kind), default_chain_heads(p));
+  }
 
   DASH_HOST_DEVICE ScheduleKind kind() const { return kind_; }
   DASH_HOST_DEVICE int interleaved_heads() const { return interleaved_heads_; }
+  // q-heads a chain walks: heads head_q .. head_q + chain_heads() - 1 of the
+  // item, each over the chain's Q tiles in the schedule's order (the same
+  // ChainCursor once per q-head), dK/dV accumulating in registers across them.
+  DASH_HOST_DEVICE int chain_heads() const { return chain_heads_; }
+  // Whether chains hand dK/dV to an fp32 accumulator of the KV head (GQA
+  // chains that walk part of their group) instead of storing them.
+  DASH_HOST_DEVICE bool reduces_dkv(const TileProblem& p) const { return chain_heads_ < p.group_size(); }
   DASH_HOST_DEVICE bool ordered() const { return kind_ != ScheduleKind::kAtomic; }
 
   DASH_HOST_DEVICE int items_per_head(const HeadTiles& t) const {
     return visit_schedule(kind_, [&](auto s) { return s.items_per_head(t); });
   }
 
-  // Work items in claim order. The (sequence, q-head) pairs, sequence-major,
-  // are the heads of the order; they come in groups of `interleaved_heads`
+  // Work items in claim order. The (sequence, chain head) pairs,
+  // sequence-major, are the heads of the order (a chain head: chain_heads()
+  // consecutive q-heads; for MHA or chain_heads() == 1 a q-head); they come in groups of `interleaved_heads`
   // consecutive heads (for varlen, groups stop at a sequence's end), whose
   // items are dealt round-robin: item 0 of each head of the group, then item
   // 1, ..., each head in the schedule's in-head order. Every wait still
@@ -102,22 +129,25 @@ class Schedule {
   // atomic, which waits for nothing, lost 2-14% that way (the members of a
   // group no longer share K/V in L2 at once), so it keeps the q-heads in order.
   DASH_HOST_DEVICE int total_items(const TileProblem& p) const {
-    if (!p.is_varlen()) return p.batch * p.heads_q * items_per_head(p.head_tiles(0));
+    if (!p.is_varlen()) return p.batch * chain_spans(p) * items_per_head(p.head_tiles(0));
     int total = 0;
-    for (int b = 0; b < p.batch; ++b) total += p.heads_q * items_per_head(p.head_tiles(b));
+    for (int b = 0; b < p.batch; ++b) total += chain_spans(p) * items_per_head(p.head_tiles(b));
     return total;
   }
 
-  // Items of sequence b (all its q-heads), for a varlen batch.
+  // Chain heads per sequence (heads_q / chain_heads()).
+  DASH_HOST_DEVICE int chain_spans(const TileProblem& p) const { return p.heads_q / chain_heads_; }
+
+  // Items of sequence b (all its chain heads), for a varlen batch.
   DASH_HOST_DEVICE int items_of_sequence(const TileProblem& p, int b) const {
-    return p.heads_q * items_per_head(p.head_tiles(b));
+    return chain_spans(p) * items_per_head(p.head_tiles(b));
   }
 
   // Decodes the claim index k in [0, total_items). O(1) for equal lengths,
   // O(batch) for varlen (the kernel finds the sequence with a prefix scan
   // and calls work_item_of_sequence).
   DASH_HOST_DEVICE WorkItem work_item(const TileProblem& p, int k) const {
-    if (!p.is_varlen()) return decode(p, p.head_tiles(0), p.batch * p.heads_q, 0, k);
+    if (!p.is_varlen()) return decode(p, p.head_tiles(0), p.batch * chain_spans(p), 0, k);
     int b = 0;
     while (k >= items_of_sequence(p, b)) k -= items_of_sequence(p, b++);
     return work_item_of_sequence(p, b, k);
@@ -125,18 +155,23 @@ class Schedule {
 
   // Item k of sequence b's items (0 <= k < items_of_sequence(p, b)).
   DASH_HOST_DEVICE WorkItem work_item_of_sequence(const TileProblem& p, int b, int k) const {
-    return decode(p, p.head_tiles(b), p.heads_q, b * p.heads_q, k);
+    return decode(p, p.head_tiles(b), chain_spans(p), b * chain_spans(p), k);
   }
 
+  // One pass of chain kv (one q-head), and the whole walk over chain_heads().
   DASH_HOST_DEVICE ChainCursor chain(const HeadTiles& t, int kv) const { return ChainCursor(kind_, t, kv); }
+  DASH_HOST_DEVICE ChainCursor chain_walk(const HeadTiles& t, int kv) const {
+    return ChainCursor(kind_, t, kv, chain_heads_);
+  }
 
   DASH_HOST_DEVICE int rank(const HeadTiles& t, int kv, int q) const {
     return visit_schedule(kind_, [&](auto s) { return s.rank(t, kv, q); });
   }
 
-  // Rank of q-head head_q's dK/dV add within its GQA group: ascending q-head.
+  // Rank of the dK/dV add of the chain whose first q-head is head_q within
+  // its GQA group (reduces_dkv only): ascending chain head.
   DASH_HOST_DEVICE int dkv_rank(const TileProblem& p, int head_q) const {
-    return ordered() ? head_q % p.group_size() : kUnordered;
+    return ordered() ? head_q / chain_heads_ % (p.group_size() / chain_heads_) : kUnordered;
   }
 
   // CTAs to launch when at most `cap` may be resident: one per item up to the
@@ -166,18 +201,19 @@ class Schedule {
   }
 
  private:
-  // The q-head (index within a span of `heads`, group size g) at claim
-  // position `position`: member position / (heads / g) of (sequence, KV
-  // head) pair position % (heads / g); q-head = pair * g + member. The
-  // identity for MHA. Every dK/dV wait (a lower member, same pair and item
-  // index) still targets an earlier claim.
+  // The chain head (index within a span of `heads`, g of them per KV head)
+  // at claim position `position`: member position / (heads / g) of
+  // (sequence, KV head) pair position % (heads / g); chain head = pair * g +
+  // member. The identity for MHA and whole-group chains (g = 1). Every dK/dV
+  // wait (a lower member, same pair and item index) still targets an earlier
+  // claim.
   DASH_HOST_DEVICE static int member_major_head(int position, int heads, int g) {
     const int pairs = heads / g;
     return position % pairs * g + position / pairs;
   }
 
-  // Item k of a span of `heads` consecutive (sequence, q-head) pairs that
-  // share `tiles`, the first of which is the global pair span_first_head.
+  // Item k of a span of `heads` consecutive (sequence, chain head) pairs
+  // that share `tiles`, the first of which is the global pair span_first_head.
   DASH_HOST_DEVICE WorkItem decode(const TileProblem& p, const HeadTiles& tiles, int heads, int span_first_head,
                                    int k) const {
     WorkItem item;
@@ -188,9 +224,10 @@ class Schedule {
     const int heads_in_group = rest < interleaved_heads_ ? rest : interleaved_heads_;
     k -= group * interleaved_heads_ * per_head;
     const int position = first_head + k % heads_in_group;
-    const int head = span_first_head + (ordered() ? member_major_head(position, heads, p.group_size()) : position);
-    item.batch = head / p.heads_q;
-    item.head_q = head % p.heads_q;
+    const int splits = p.group_size() / chain_heads_;  // chains per (KV head, KV tile)
+    const int head = span_first_head + (ordered() ? member_major_head(position, heads, splits) : position);
+    item.batch = head / chain_spans(p);
+    item.head_q = head % chain_spans(p) * chain_heads_;
     item.head_kv = item.head_q / p.group_size();
     item.index_in_head = k / heads_in_group;
     item.tiles = tiles;
@@ -204,6 +241,7 @@ class Schedule {
 
   ScheduleKind kind_;
   int interleaved_heads_;
+  int chain_heads_;
 };
 
 }  // namespace dash_attn::schedule

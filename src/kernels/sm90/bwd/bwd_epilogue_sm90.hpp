@@ -3,11 +3,13 @@
 // (kDkvInOneDsStage, kDkvStagedInKv): by TMA stores from the dS buffers at
 // hdim 64 and 128, the last of which runs on into the next chain; at hdim 256
 // from the K and V buffers with coalesced 16-byte stores, whole 128-byte lines
-// where the accumulator layout would scatter 16-byte pieces over 8 rows. For
-// GQA/MQA added into the fp32 accumulators of the kv-head, in ascending q-head
-// order when deterministic (separate dK and dV counters so one q-head adds dK
-// while the next adds dV). Varlen MHA writes rows with plain stores (a TMA
-// store of the tile would run past the sequence into its neighbour's rows).
+// where the accumulator layout would scatter 16-byte pieces over 8 rows. A
+// GQA/MQA chain that walked its whole group (Schedule::chain_heads) has final
+// dK/dV too and stores them the same way, at its KV head. One that walked
+// part of it adds into the fp32 accumulators of the KV head, in ascending
+// chain-head order when deterministic (separate dK and dV counters so one
+// chain adds dK while the next adds dV). Varlen writes rows with plain stores
+// (a TMA store of the tile would run past the sequence into its neighbour's rows).
 #pragma once
 
 #include "bwd_params_sm90.hpp"
@@ -120,7 +122,7 @@ struct BwdEpilogue {
   }
 
   // The staged (kBlockN x kHeadDim) tile to rows [kv * kBlockN, ...) of the
-  // (MHA) head; TMA drops the rows past seqlen_k (equal lengths only).
+  // KV head; TMA drops the rows past seqlen_k (equal lengths only).
   template <class TmaStore>
   __device__ void tma_store_tile(const TmaStore& tma, Element* buffer, const ChainWork& work) const {
     const schedule::TileProblem& p = params.problem;
@@ -139,7 +141,7 @@ struct BwdEpilogue {
     constexpr int kRows = kBlockN / Traits::kMmaWarpgroups;
     Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
     Element* base = out + work.batch * strides[0] + static_cast<int64_t>(params.first_row_k(work.batch)) * strides[1] +
-                    work.head_q * strides[2];
+                    work.head_kv * strides[2];
     const int first_row = thread / 128 * kRows;
     CUTE_UNROLL
     for (int i = thread % 128; i < kRows * kChunksPerRow; i += 128) {

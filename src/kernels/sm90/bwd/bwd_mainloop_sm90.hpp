@@ -85,7 +85,9 @@ struct BwdMainloop {
     // The mask at the compile-time tile sizes (tiles' own are the same, known only at run time).
     const mask::MaskGeometry element_mask =
         mask::mask_geometry(tiles.seqlen_q, tiles.seqlen_k, kBlockM, kBlockN, tiles.window());
-    for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
+    // Every q-head the chain walks (the cursor's passes) runs the same Q
+    // tiles in the same order; only the producer's loads and the dQ tiles differ.
+    for (auto cursor = params.schedule.chain_walk(tiles, work.kv); cursor.valid(); cursor.advance()) {
       const int q_tile = cursor.q_tile();
       const int stage = pipe.index();
 
@@ -188,12 +190,12 @@ struct BwdMainloop {
       ds_stage ^= 1;
     }
     // This thread's GEMMs no longer read K and V: the producer may load the
-    // next chain's (kDkvStagedInKv: after the epilogue, for MHA).
+    // next chain's (kDkvStagedInKv: after the epilogue, when it stores dK/dV).
     if (!Traits::kDkvStagedInKv || params.dk_accum != nullptr) cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
   }
 
-  // Where the epilogue stages an MHA chain's dK and dV when TMA stores them
-  // (stored_async: TMA stores them, MHA at equal lengths): hdim 64 in
+  // Where the epilogue stages a chain's final dK and dV when TMA stores them
+  // (stored_async: TMA stores them, at equal lengths): hdim 64 in
   // the dS stage of the chain's last step, hdim 128 over both dS stages.
   __device__ Element* dkv_staging(bool stored_async) {
     if constexpr (Traits::kDkvInOneDsStage) {

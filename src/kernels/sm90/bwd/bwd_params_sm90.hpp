@@ -23,7 +23,7 @@ struct BwdParams {
 
   TmaQ tma_q, tma_dout;
   TmaK tma_k, tma_v;
-  TmaStoreK tma_dk, tma_dv;  // MHA outputs, where the epilogue stores them asynchronously
+  TmaStoreK tma_dk, tma_dv;  // dK, dV when a chain stores them (dk_accum null), asynchronously
   // The schedule object the DAG model runs too: claim order, Q-tile order, ranks.
   schedule::Schedule schedule{ScheduleKind::kAtomic};
   schedule::TileProblem problem;
@@ -44,12 +44,13 @@ struct BwdParams {
   const float* dpsum = nullptr;
   float* dq_accum = nullptr;     // one contiguous kBlockM x d tile per slot, see dq_offset()
   int* dq_counters = nullptr;    // per slot
-  // GQA/MQA: one fp32 kBlockN x d row-major tile and counter per KV slot; null for MHA.
+  // GQA/MQA chains over part of a group (Schedule::reduces_dkv): one fp32
+  // kBlockN x d row-major tile and counter per KV slot; null otherwise.
   float* dk_accum = nullptr;
   float* dv_accum = nullptr;
   int* dk_counters = nullptr;
   int* dv_counters = nullptr;
-  // MHA outputs, written directly.
+  // The outputs, written directly unless dk_accum is set.
   Element* dk = nullptr;
   Element* dv = nullptr;
   int64_t dk_strides[3] = {};  // batch, seq, head (elements)

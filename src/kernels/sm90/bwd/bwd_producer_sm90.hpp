@@ -1,8 +1,9 @@
 // The producer warp: claims the work items, publishes their chains to the MMA
 // warpgroups and each step's dQ task to the dQ writers, and issues the TMA
 // loads: K and V once per chain, Q (+ its row statistics LSE and D) and dO per
-// Q tile through the mbarrier pipelines, in the chain's Q-tile order. One
-// lane does everything.
+// Q tile through the mbarrier pipelines, in the chain's Q-tile order, for
+// each q-head the chain walks (Schedule::chain_heads). One lane does
+// everything.
 //
 // It runs a chain ahead of the MMA warpgroups: the next chain's first Q/dO
 // tile is loaded during the current chain's last step, and its K/V as soon as
@@ -91,6 +92,16 @@ struct BwdProducer {
 
   __device__ void run_chain(const ChainWork& work) {
     publish_chain(work);
+    const schedule::HeadTiles tiles = Traits::compiled_tiles(work.tiles);
+    // A chain without Q tiles (a varlen sequence with keys but no queries)
+    // still loads K and V: the MMA warpgroups wait for them, then store dK = dV = 0.
+    if (!params.schedule.chain(tiles, work.kv).valid()) load_kv(work);
+    for (int head_q = work.head_q; head_q < work.head_q + params.schedule.chain_heads(); ++head_q)
+      load_head(work, tiles, head_q);
+  }
+
+  // The chain's steps over q-head head_q: its Q tiles in the chain's order.
+  __device__ void load_head(const ChainWork& work, const schedule::HeadTiles& tiles, int head_q) {
     const schedule::TileProblem& p = params.problem;
     const auto q_shape = make_shape(params.tma_rows_q(), Int<kHeadDim>{}, p.heads_q, params.tma_batches());
     Tensor m_q = params.tma_q.get_tma_tensor(q_shape);
@@ -98,19 +109,15 @@ struct BwdProducer {
     auto q_tiler = Shape<Int<kBlockM>, Int<kHeadDim>>{};
     const auto rows = make_coord(params.first_row_q(work.batch), 0);
     const int tma_batch = params.tma_batch(work.batch);
-    Tensor g_q = local_tile(domain_offset(rows, m_q(_, _, work.head_q, tma_batch)), q_tiler, make_coord(_, _0{}));
-    Tensor g_do = local_tile(domain_offset(rows, m_do(_, _, work.head_q, tma_batch)), q_tiler, make_coord(_, _0{}));
+    Tensor g_q = local_tile(domain_offset(rows, m_q(_, _, head_q, tma_batch)), q_tiler, make_coord(_, _0{}));
+    Tensor g_do = local_tile(domain_offset(rows, m_do(_, _, head_q, tma_batch)), q_tiler, make_coord(_, _0{}));
     Tensor s_q = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});
     Tensor s_do = make_tensor(make_smem_ptr(smem.dout), typename Traits::SmemLayoutQ{});
     auto [tma_g_q, tma_s_q] = tma_partition(params.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_q), group_modes<0, 2>(g_q));
     auto [tma_g_do, tma_s_do] = tma_partition(params.tma_dout, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_do), group_modes<0, 2>(g_do));
 
     using Barrier = cutlass::arch::ClusterTransactionBarrier;
-    const int64_t head_tiles = params.accum.first_q_tile(p, work.batch, work.head_q);
-    // A chain without Q tiles (a varlen sequence with keys but no queries)
-    // still loads K and V: the MMA warpgroups wait for them, then store dK = dV = 0.
-    const schedule::HeadTiles tiles = Traits::compiled_tiles(work.tiles);
-    if (!params.schedule.chain(tiles, work.kv).valid()) load_kv(work);
+    const int64_t head_tiles = params.accum.first_q_tile(p, work.batch, head_q);
     for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
       const int q_tile = cursor.q_tile();
       const int stage = steps % 2;
@@ -128,8 +135,8 @@ struct BwdProducer {
       copy(params.tma_dout.with(smem.dout_full[stage]), tma_g_do(_, q_tile), tma_s_do(_, stage));
       // The dQ writer needs its task only once the loads are on their way.
       publish_task(DqTask{static_cast<int>(head_tiles + q_tile), work.batch, work.kv, q_tile});
-      // K and V after the first Q tile, whose stage the previous chain freed earlier.
-      if (cursor.step() == 0) load_kv(work);
+      // K and V after the chain's first Q tile, whose stage the previous chain freed earlier.
+      if (cursor.step() == 0 && head_q == work.head_q) load_kv(work);
     }
   }
 

@@ -11,7 +11,8 @@
 namespace dash_attn::sm90::bwd {
 
 // One chain as the warp roles see it: KV tile `kv` of (batch, head_kv)
-// against the Q tiles of (batch, head_q). kv < 0: the producer has claimed
+// against the Q tiles of (batch, head_q) and of the next q-heads of the
+// group the chain walks (Schedule::chain_heads). kv < 0: the producer has claimed
 // everything and the MMA warpgroups stop.
 struct ChainWork {
   int batch, head_q, head_kv, kv;
