@@ -32,28 +32,34 @@ DASH_HOST_DEVICE auto visit_schedule(ScheduleKind kind, Op op) {
 
 // Steps of one chain: which Q tile, whether it needs the mask, and the rank
 // its dQ add waits for (dQ counter == rank before adding, +1 after). A chain
-// that walks several q-heads (`passes` of them) repeats its Q tiles once per
-// q-head; pass() says which. One loop over all passes, not a loop per pass:
-// the nested loop cost the hdim 128 backward's MMA warpgroups +204 B of
-// spill stores (ptxas), with wgmma descriptors reloaded in the step loop.
+// that walks several q-heads (`passes` of them) visits each of its Q tiles
+// once per q-head, the q-heads innermost: pass() says which q-head. q-heads
+// outermost (the chain's Q tiles for one q-head, then for the next) made
+// ordered causal chains drift apart: chain kv - 1, longer by d steps, starts
+// q-head p of its walk p * d steps after chain kv, which then waits that long
+// for its predecessor's dQ add on every tile (H200, GQA 32/8 causal 2 x 4k:
+// 0.97 of no walk; q-heads innermost keep the chains in step as MHA's are).
+// One loop over every step, not a loop per q-head: the nested loop cost the
+// hdim 128 backward's MMA warpgroups +204 B of spill stores (ptxas).
 class ChainCursor {
  public:
   DASH_HOST_DEVICE ChainCursor(ScheduleKind kind, const HeadTiles& tiles, int kv, int passes = 1)
-      : kind_(kind), tiles_(tiles), kv_(kv), length_(tiles.chain_length(kv)), steps_(length_ * passes) {}
+      : kind_(kind), tiles_(tiles), kv_(kv), length_(tiles.chain_length(kv)), passes_(passes),
+        steps_(length_ * passes) {}
 
   DASH_HOST_DEVICE bool valid() const { return step_ < steps_; }
   DASH_HOST_DEVICE void advance() {
     ++step_;
-    if (++in_pass_ == length_) in_pass_ = 0, ++pass_;
+    if (++pass_ == passes_) pass_ = 0, ++q_step_;
   }
-  DASH_HOST_DEVICE int step() const { return step_; }   // over all passes
-  DASH_HOST_DEVICE int pass() const { return pass_; }
-  DASH_HOST_DEVICE int length() const { return length_; }  // of one pass
+  DASH_HOST_DEVICE int step() const { return step_; }   // over every q-head
+  DASH_HOST_DEVICE int pass() const { return pass_; }   // the q-head of the walk
+  DASH_HOST_DEVICE int length() const { return length_; }  // Q tiles per q-head
   DASH_HOST_DEVICE int kv() const { return kv_; }
 
   DASH_HOST_DEVICE int q_tile() const {
     const HeadTiles& t = tiles_;
-    const int kv = kv_, step = in_pass_;
+    const int kv = kv_, step = q_step_;
     return visit_schedule(kind_, [&](auto s) { return s.q_tile(t, kv, step); });
   }
   DASH_HOST_DEVICE int rank() const {
@@ -68,9 +74,10 @@ class ChainCursor {
   HeadTiles tiles_;
   int kv_;
   int length_;
+  int passes_;
   int steps_;
   int step_ = 0;
-  int in_pass_ = 0;
+  int q_step_ = 0;  // step within the Q tiles of one q-head
   int pass_ = 0;
 };
 
@@ -95,8 +102,8 @@ class Schedule {
   DASH_HOST_DEVICE ScheduleKind kind() const { return kind_; }
   DASH_HOST_DEVICE int interleaved_heads() const { return interleaved_heads_; }
   // q-heads a chain walks: heads head_q .. head_q + chain_heads() - 1 of the
-  // item, each over the chain's Q tiles in the schedule's order (the same
-  // ChainCursor once per q-head), dK/dV accumulating in registers across them.
+  // item, each Q tile of the schedule's order visited for every one of them
+  // in turn (ChainCursor::pass), dK/dV accumulating in registers across them.
   DASH_HOST_DEVICE int chain_heads() const { return chain_heads_; }
   // Whether chains hand dK/dV to an fp32 accumulator of the KV head (GQA
   // chains that walk part of their group) instead of storing them.

@@ -96,12 +96,14 @@ struct BwdProducer {
     // A chain without Q tiles (a varlen sequence with keys but no queries)
     // still loads K and V: the MMA warpgroups wait for them, then store dK = dV = 0.
     if (!params.schedule.chain(tiles, work.kv).valid()) load_kv(work);
-    for (int head_q = work.head_q; head_q < work.head_q + params.schedule.chain_heads(); ++head_q)
-      load_head(work, tiles, head_q);
+    for (auto cursor = params.schedule.chain_walk(tiles, work.kv); cursor.valid(); cursor.advance())
+      load_step(work, cursor.q_tile(), work.head_q + cursor.pass(), cursor.step() == 0);
   }
 
-  // The chain's steps over q-head head_q: its Q tiles in the chain's order.
-  __device__ void load_head(const ChainWork& work, const schedule::HeadTiles& tiles, int head_q) {
+  // One step: Q tile q_tile of q-head head_q (+ its LSE and D) and its dO
+  // into the next stage, its dQ task, and after the chain's first Q tile
+  // (first_step) K and V, whose stage the previous chain freed earlier.
+  __device__ void load_step(const ChainWork& work, int q_tile, int head_q, bool first_step) {
     const schedule::TileProblem& p = params.problem;
     const auto q_shape = make_shape(params.tma_rows_q(), Int<kHeadDim>{}, p.heads_q, params.tma_batches());
     Tensor m_q = params.tma_q.get_tma_tensor(q_shape);
@@ -117,27 +119,23 @@ struct BwdProducer {
     auto [tma_g_do, tma_s_do] = tma_partition(params.tma_dout, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_do), group_modes<0, 2>(g_do));
 
     using Barrier = cutlass::arch::ClusterTransactionBarrier;
-    const int64_t head_tiles = params.accum.first_q_tile(p, work.batch, head_q);
-    for (auto cursor = params.schedule.chain(tiles, work.kv); cursor.valid(); cursor.advance()) {
-      const int q_tile = cursor.q_tile();
-      const int stage = steps % 2;
-      const uint32_t phase = steps / 2 % 2;
-      const int64_t first_row = (head_tiles + q_tile) * kBlockM;
-      cutlass::arch::ClusterBarrier::wait(&smem.q_empty[stage], phase ^ 1);
-      // Both row statistics travel with Q: the Q stage is the one every MMA thread releases.
-      Barrier::arrive_and_expect_tx(&smem.q_full[stage], Traits::kQBytes + 2 * Traits::kRowStatBytes);
-      copy(params.tma_q.with(smem.q_full[stage]), tma_g_q(_, q_tile), tma_s_q(_, stage));
-      bulk_copy_g2s(smem.lse_log2[stage], params.lse_log2 + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
-      bulk_copy_g2s(smem.dpsum[stage], params.dpsum + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
-      // kDqInQStage: q_empty covers dO too (the dQ tile lay over both).
-      if constexpr (!Traits::kDqInQStage) cutlass::arch::ClusterBarrier::wait(&smem.dout_empty[stage], phase ^ 1);
-      Barrier::arrive_and_expect_tx(&smem.dout_full[stage], Traits::kQBytes);
-      copy(params.tma_dout.with(smem.dout_full[stage]), tma_g_do(_, q_tile), tma_s_do(_, stage));
-      // The dQ writer needs its task only once the loads are on their way.
-      publish_task(DqTask{static_cast<int>(head_tiles + q_tile), work.batch, work.kv, q_tile});
-      // K and V after the chain's first Q tile, whose stage the previous chain freed earlier.
-      if (cursor.step() == 0 && head_q == work.head_q) load_kv(work);
-    }
+    const int64_t tile = params.accum.first_q_tile(p, work.batch, head_q) + q_tile;
+    const int stage = steps % 2;
+    const uint32_t phase = steps / 2 % 2;
+    const int64_t first_row = tile * kBlockM;
+    cutlass::arch::ClusterBarrier::wait(&smem.q_empty[stage], phase ^ 1);
+    // Both row statistics travel with Q: the Q stage is the one every MMA thread releases.
+    Barrier::arrive_and_expect_tx(&smem.q_full[stage], Traits::kQBytes + 2 * Traits::kRowStatBytes);
+    copy(params.tma_q.with(smem.q_full[stage]), tma_g_q(_, q_tile), tma_s_q(_, stage));
+    bulk_copy_g2s(smem.lse_log2[stage], params.lse_log2 + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
+    bulk_copy_g2s(smem.dpsum[stage], params.dpsum + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
+    // kDqInQStage: q_empty covers dO too (the dQ tile lay over both).
+    if constexpr (!Traits::kDqInQStage) cutlass::arch::ClusterBarrier::wait(&smem.dout_empty[stage], phase ^ 1);
+    Barrier::arrive_and_expect_tx(&smem.dout_full[stage], Traits::kQBytes);
+    copy(params.tma_dout.with(smem.dout_full[stage]), tma_g_do(_, q_tile), tma_s_do(_, stage));
+    // The dQ writer needs its task only once the loads are on their way.
+    publish_task(DqTask{static_cast<int>(tile), work.batch, work.kv, q_tile});
+    if (first_step) load_kv(work);
   }
 
   // Waits until the previous chain's last GEMM has read K and V, then loads this chain's.
