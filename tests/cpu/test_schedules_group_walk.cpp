@@ -142,6 +142,31 @@ TEST(ScheduleGroupWalk, EveryWaitTargetsAnEarlierClaim) {
   }
 }
 
+// q-heads innermost exactly when every chain of a head starts at its last Q
+// tile (atomic, descending, no window left bound); else one q-head's Q tiles
+// after another.
+TEST(ScheduleGroupWalk, PassOrderFollowsTheChainsStart) {
+  schedule::TileProblem p{1, 16, 4, 64, 128, true, 1000, 1000};
+  for (bool left_bound : {false, true}) {
+    p.window_left = left_bound ? 300 : -1;
+    p.window_right = left_bound ? 0 : -1;
+    for (ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending}) {
+      const model::ScheduleTrace trace = model::build_trace(p, kind, false, 4);
+      const bool innermost = !left_bound && kind != ScheduleKind::kFA3;
+      const schedule::Schedule s(kind, 8, 4);
+      EXPECT_EQ(s.heads_innermost(p.head_tiles(0)), innermost) << to_string(kind) << " left bound " << left_bound;
+      for (const model::TraceChain& chain : trace.chains) {
+        const int length = static_cast<int>(chain.steps.size()) / 4;
+        for (int i = 0; i < static_cast<int>(chain.steps.size()); ++i) {
+          const int pass = innermost ? i % 4 : i / length;
+          ASSERT_EQ(chain.steps[i].head_q, chain.head_q + pass) << to_string(kind) << " step " << i;
+          ASSERT_EQ(chain.steps[i].q, chain.steps[innermost ? i / 4 * 4 : i % length].q) << to_string(kind);
+        }
+      }
+    }
+  }
+}
+
 TEST(ScheduleGroupWalk, LiveOnAnyWorkerCount) {
   std::mt19937 rng(23);
   for (const auto& [owned, p] : grouped_problems(24, 25, 4)) {

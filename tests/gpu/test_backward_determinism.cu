@@ -50,6 +50,33 @@ BackwardProblem medium_problem_for(bool causal, ScheduleKind kind, int64_t head_
   return p;
 }
 
+// Sequence b of `full` as a problem of its own, from the same values.
+BackwardProblem sequence_alone(const BackwardProblem& full, int64_t b) {
+  const ProblemShape& s = full.c.shape;
+  const int64_t q_per = s.seqlen_q * s.heads_q * s.head_dim, k_per = s.seqlen_k * s.heads_kv * s.head_dim;
+  auto slice = [b](const std::vector<double>& x, int64_t per_batch) {
+    return std::vector<double>(x.begin() + b * per_batch, x.begin() + (b + 1) * per_batch);
+  };
+  BackwardProblem alone = full;
+  alone.c.shape.batch = 1;
+  alone.q = slice(full.q, q_per);
+  alone.k = slice(full.k, k_per);
+  alone.v = slice(full.v, k_per);
+  alone.dout = slice(full.dout, q_per);
+  alone.forward.out = slice(full.forward.out, q_per);
+  alone.forward.lse = slice(full.forward.lse, s.heads_q * s.seqlen_q);
+  return alone;
+}
+
+// The gradient bits of sequence b of a batch of shape s.
+GradientBits sequence_bits(const GradientBits& all, const ProblemShape& s, int64_t b) {
+  const int64_t q_per = s.seqlen_q * s.heads_q * s.head_dim, k_per = s.seqlen_k * s.heads_kv * s.head_dim;
+  auto slice = [b](const std::vector<uint16_t>& x, int64_t per_batch) {
+    return std::vector<uint16_t>(x.begin() + b * per_batch, x.begin() + (b + 1) * per_batch);
+  };
+  return GradientBits{slice(all.dq, q_per), slice(all.dk, k_per), slice(all.dv, k_per)};
+}
+
 void expect_same(const GradientBits& expected, const GradientBits& actual, const ProblemShape& s, const char* what) {
   const std::vector<int64_t> q_dims{s.batch, s.seqlen_q, s.heads_q, s.head_dim};
   const std::vector<int64_t> k_dims{s.batch, s.seqlen_k, s.heads_kv, s.head_dim};
@@ -142,28 +169,10 @@ TEST_P(BackwardDeterminism, BatchInvariant) {
   const GradientBits all = full_runner.bits();
 
   // Sequence 1 alone, from the same values.
-  BackwardProblem alone = full;
-  alone.c.shape.batch = 1;
-  const BackwardCase& single = alone.c;
-  const ProblemShape& s = batch3.shape;
-  auto slice = [](const std::vector<double>& x, int64_t per_batch) {
-    return std::vector<double>(x.begin() + per_batch, x.begin() + 2 * per_batch);
-  };
-  const int64_t q_per = s.seqlen_q * s.heads_q * s.head_dim, k_per = s.seqlen_k * s.heads_kv * s.head_dim;
-  alone.q = slice(full.q, q_per);
-  alone.k = slice(full.k, k_per);
-  alone.v = slice(full.v, k_per);
-  alone.dout = slice(full.dout, q_per);
-  alone.forward.out = slice(full.forward.out, q_per);
-  alone.forward.lse = slice(full.forward.lse, s.heads_q * s.seqlen_q);
+  const BackwardProblem alone = sequence_alone(full, 1);
   BackwardRunner alone_runner(alone);
   alone_runner.run(alone_runner.options());
-  const GradientBits one = alone_runner.bits();
-  auto bits_slice = [](const std::vector<uint16_t>& x, int64_t per_batch) {
-    return std::vector<uint16_t>(x.begin() + per_batch, x.begin() + 2 * per_batch);
-  };
-  expect_same(GradientBits{bits_slice(all.dq, q_per), bits_slice(all.dk, k_per), bits_slice(all.dv, k_per)}, one,
-              single.shape, "sequence 1 of 3 vs alone");
+  expect_same(sequence_bits(all, batch3.shape, 1), alone_runner.bits(), alone.c.shape, "sequence 1 of 3 vs alone");
 }
 
 // Chains that walk the whole GQA group (dK/dV stored from registers) or
@@ -177,18 +186,7 @@ TEST_P(BackwardDeterminism, GroupWalkRerunsCapsAndBatchInvariant) {
   const int group = static_cast<int>(c.shape.heads_q / c.shape.heads_kv);
   const BackwardProblem pair = medium_problem_for(causal, kind, head_dim);
   BackwardRunner runner(pair);
-  // Sequence 0 alone, from the same values.
-  const ProblemShape& s = c.shape;
-  const int64_t q_per = s.seqlen_q * s.heads_q * s.head_dim, k_per = s.seqlen_k * s.heads_kv * s.head_dim;
-  BackwardProblem alone = pair;
-  alone.c.shape.batch = 1;
-  auto first = [](const auto& x, int64_t n) { return std::decay_t<decltype(x)>(x.begin(), x.begin() + n); };
-  alone.q = first(pair.q, q_per);
-  alone.k = first(pair.k, k_per);
-  alone.v = first(pair.v, k_per);
-  alone.dout = first(pair.dout, q_per);
-  alone.forward.out = first(pair.forward.out, q_per);
-  alone.forward.lse = first(pair.forward.lse, s.heads_q * s.seqlen_q);
+  const BackwardProblem alone = sequence_alone(pair, 0);
   BackwardRunner single(alone);
   int sms = 0;
   DASH_TEST_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -206,8 +204,7 @@ TEST_P(BackwardDeterminism, GroupWalkRerunsCapsAndBatchInvariant) {
       expect_same(reference, runner.bits(), c.shape, "capped grid");
     }
     single.run(o);
-    expect_same(GradientBits{first(reference.dq, q_per), first(reference.dk, k_per), first(reference.dv, k_per)},
-                single.bits(), alone.c.shape, "sequence 0 of 2 vs alone");
+    expect_same(sequence_bits(reference, c.shape, 0), single.bits(), alone.c.shape, "sequence 0 of 2 vs alone");
   }
 }
 

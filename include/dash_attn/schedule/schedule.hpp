@@ -33,24 +33,26 @@ DASH_HOST_DEVICE auto visit_schedule(ScheduleKind kind, Op op) {
 // Steps of one chain: which Q tile, whether it needs the mask, and the rank
 // its dQ add waits for (dQ counter == rank before adding, +1 after). A chain
 // that walks several q-heads (`passes` of them) visits each of its Q tiles
-// once per q-head, the q-heads innermost: pass() says which q-head. q-heads
-// outermost (the chain's Q tiles for one q-head, then for the next) made
-// ordered causal chains drift apart: chain kv - 1, longer by d steps, starts
-// q-head p of its walk p * d steps after chain kv, which then waits that long
-// for its predecessor's dQ add on every tile (H200, GQA 32/8 causal 2 x 4k:
-// 0.97 of no walk; q-heads innermost keep the chains in step as MHA's are).
-// One loop over every step, not a loop per q-head: the nested loop cost the
-// hdim 128 backward's MMA warpgroups +204 B of spill stores (ptxas).
+// once per q-head; pass() says which q-head. `heads_innermost`: each Q tile
+// for every q-head in turn; else the chain's Q tiles for one q-head, then for
+// the next (Schedule::heads_innermost says which, and why). One loop over
+// every step, not a loop per q-head: the nested loop cost the hdim 128
+// backward's MMA warpgroups +204 B of spill stores (ptxas).
 class ChainCursor {
  public:
-  DASH_HOST_DEVICE ChainCursor(ScheduleKind kind, const HeadTiles& tiles, int kv, int passes = 1)
+  DASH_HOST_DEVICE ChainCursor(ScheduleKind kind, const HeadTiles& tiles, int kv, int passes = 1,
+                               bool heads_innermost = true)
       : kind_(kind), tiles_(tiles), kv_(kv), length_(tiles.chain_length(kv)), passes_(passes),
-        steps_(length_ * passes) {}
+        steps_(length_ * passes), heads_innermost_(heads_innermost) {}
 
   DASH_HOST_DEVICE bool valid() const { return step_ < steps_; }
   DASH_HOST_DEVICE void advance() {
     ++step_;
-    if (++pass_ == passes_) pass_ = 0, ++q_step_;
+    if (heads_innermost_) {
+      if (++pass_ == passes_) pass_ = 0, ++q_step_;
+    } else if (++q_step_ == length_) {
+      q_step_ = 0, ++pass_;
+    }
   }
   DASH_HOST_DEVICE int step() const { return step_; }   // over every q-head
   DASH_HOST_DEVICE int pass() const { return pass_; }   // the q-head of the walk
@@ -77,6 +79,7 @@ class ChainCursor {
   int passes_;
   int steps_;
   int step_ = 0;
+  bool heads_innermost_;
   int q_step_ = 0;  // step within the Q tiles of one q-head
   int pass_ = 0;
 };
@@ -102,9 +105,28 @@ class Schedule {
   DASH_HOST_DEVICE ScheduleKind kind() const { return kind_; }
   DASH_HOST_DEVICE int interleaved_heads() const { return interleaved_heads_; }
   // q-heads a chain walks: heads head_q .. head_q + chain_heads() - 1 of the
-  // item, each Q tile of the schedule's order visited for every one of them
-  // in turn (ChainCursor::pass), dK/dV accumulating in registers across them.
+  // item, each over the chain's Q tiles in the schedule's order
+  // (ChainCursor::pass), dK/dV accumulating in registers across them.
   DASH_HOST_DEVICE int chain_heads() const { return chain_heads_; }
+
+  // Whether a walk visits each Q tile for every q-head in turn (true) or the
+  // chain's Q tiles for one q-head after another. Innermost when every chain
+  // of a head starts at the head's last Q tile and goes down (atomic and
+  // descending without a window's left bound): the chains then stay in step
+  // as MHA's do, whereas q-heads outermost let ordered causal chains drift
+  // apart (chain kv - 1, longer by d steps, starts q-head p of its walk
+  // p * d steps after chain kv, which waits that long for its predecessor's
+  // dQ add on every tile). Outermost otherwise: chains that start at
+  // different Q tiles (a window's band, fa3's ascending order) then meet a Q
+  // tile a few steps apart, where innermost would multiply that distance by
+  // the walk and send the tile out of L2 between them. H200, GQA 32/8
+  // hdim 128 (docs/perf_log.md 2026-12-02): causal 2 x 4k deterministic 389
+  // without a walk, 376 outermost, 486 innermost; window (4096, 0) at 16k
+  // 504 outermost, 426 innermost.
+  DASH_HOST_DEVICE bool heads_innermost(const HeadTiles& t) const {
+    const bool from_last_tile = kind_ == ScheduleKind::kAtomic || kind_ == ScheduleKind::kDescending;
+    return from_last_tile && !(t.has_window() && t.window_left >= 0);
+  }
   // Whether chains hand dK/dV to an fp32 accumulator of the KV head (GQA
   // chains that walk part of their group) instead of storing them.
   DASH_HOST_DEVICE bool reduces_dkv(const TileProblem& p) const { return chain_heads_ < p.group_size(); }
@@ -168,7 +190,7 @@ class Schedule {
   // One pass of chain kv (one q-head), and the whole walk over chain_heads().
   DASH_HOST_DEVICE ChainCursor chain(const HeadTiles& t, int kv) const { return ChainCursor(kind_, t, kv); }
   DASH_HOST_DEVICE ChainCursor chain_walk(const HeadTiles& t, int kv) const {
-    return ChainCursor(kind_, t, kv, chain_heads_);
+    return ChainCursor(kind_, t, kv, chain_heads_, heads_innermost(t));
   }
 
   DASH_HOST_DEVICE int rank(const HeadTiles& t, int kv, int q) const {
