@@ -129,6 +129,11 @@ TEST(ScheduleResolve, MasksAndAuto) {
   p.causal = false;
   p.seqlen_k = p.seqlen_q = 1024;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);
+  // Walked GQA heads (default_chain_heads > 1) run descending even with square tiles.
+  schedule::TileProblem g{4, 64, 8, 128, 128, true, 4096, 4096};
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, g), ScheduleKind::kDescending);
+  g.heads_q = 8, g.heads_kv = 2;  // 8 / 2: no walk (it would leave fewer than 8 chain heads)
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, g), ScheduleKind::kFA3);
 }
 
 }  // namespace
