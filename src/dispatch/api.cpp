@@ -64,7 +64,8 @@ void run_backward(const char* function, const BackwardArgs& args, const plan::Ba
                   cudaStream_t stream) {
   sm90::BackwardMainConfig config;
   config.problem = problem;
-  config.schedule = schedule::Schedule(kind, schedule::claim_interleave(kind), host::backward_chain_heads(args.shape, options));
+  config.schedule =
+      schedule::Schedule(kind, schedule::claim_interleave(kind), host::backward_chain_heads(args.shape, options));
   config.softmax_scale = host::resolved_softmax_scale(args.shape, options);
   config.softcap = options.softcap;
   const int capacity = dispatch::backward_main_capacity(dispatch::usable_sm_count(function, options.sm_margin));
@@ -73,7 +74,8 @@ void run_backward(const char* function, const BackwardArgs& args, const plan::Ba
     // The items are on the device: one CTA per item of the longest sequences, up to the cap.
     const schedule::HeadTiles longest{static_cast<int>(args.shape.seqlen_q), static_cast<int>(args.shape.seqlen_k),
                                       problem.block_m, problem.block_n, problem.causal};
-    const int64_t bound = args.shape.batch * config.schedule.chain_spans(problem) * config.schedule.items_per_head(longest);
+    const int64_t bound =
+        args.shape.batch * config.schedule.chain_spans(problem) * config.schedule.items_per_head(longest);
     config.grid = static_cast<int>(std::clamp<int64_t>(bound, 1, cap));
   } else {
     // Wave schedules need a wave of co-resident CTAs; refuse rather than risk a hang.

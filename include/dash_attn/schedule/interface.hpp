@@ -13,21 +13,22 @@
 //
 // How a kernel uses a schedule (see schedule.hpp for the calls):
 //
-//   Schedule s = Schedule::for_problem(resolve_schedule(kind, problem), problem);  // host
+//   ScheduleKind k = resolve_schedule(kind, problem);            // host, once per call
+//   Schedule s{k, claim_interleave(k), default_chain_heads(problem)};
 //   total = s.total_items(problem);                    // grid work count
 //   // device, per CTA; the claim counter is zeroed by the preprocess kernel
 //   for (int k = atomicAdd(&claim, 1); k < total; k = atomicAdd(&claim, 1)) {
 //     WorkItem item = s.work_item(problem, k);
 //     for (int c = 0; c < item.num_chains; ++c) {
 //       load K, V of (item.batch, item.head_kv, item.kv[c]);
-//       for (int h = item.head_q; h < item.head_q + s.chain_heads(); ++h)
-//         for (ChainCursor it = s.chain(item.tiles, item.kv[c]); it.valid(); it.advance()) {
-//           compute tile it.q_tile() of q-head h (mask iff it.needs_mask());
-//           counter = dq_counter[item.batch][h][it.q_tile()];
-//           spin (acquire) until counter == it.rank();    // skip for kUnordered
-//           bulk reduce-add the partial dQ; wait until it *completed*;
-//           release: fence + counter += 1;
-//         }
+//       for (ChainCursor it = s.chain_walk(item.tiles, item.kv[c]); it.valid(); it.advance()) {
+//         h = item.head_q + it.pass();                 // the step's q-head
+//         compute tile it.q_tile() of q-head h (mask iff it.needs_mask());
+//         counter = dq_counter[item.batch][h][it.q_tile()];
+//         spin (acquire) until counter == it.rank();    // skip for kUnordered
+//         bulk reduce-add the partial dQ; wait until it *completed*;
+//         release: fence + counter += 1;
+//       }
 //       s.reduces_dkv(problem): wait dkv_counter[batch][head_kv][kv] ==
 //            s.dkv_rank(problem, item.head_q), add dK/dV, completion-wait,
 //            release +1; else store dK/dV.

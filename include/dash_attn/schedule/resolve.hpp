@@ -99,5 +99,4 @@ DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved) {
   return is_wave_schedule(resolved) ? 1 : kChainClaimInterleave;
 }
 
-
 }  // namespace dash_attn::schedule

@@ -97,10 +97,6 @@ class Schedule {
       : kind_(kind),
         interleaved_heads_(is_wave_schedule(kind) || interleaved_heads < 1 ? 1 : interleaved_heads),
         chain_heads_(chain_heads < 1 ? 1 : chain_heads) {}
-  // The kernel's schedule for problem p: its claim order and GQA walk.
-  DASH_HOST_DEVICE static Schedule for_problem(ScheduleKind kind, const TileProblem& p) {
-    return Schedule(kind, claim_interleave(kind), default_chain_heads(p));
-  }
 
   DASH_HOST_DEVICE ScheduleKind kind() const { return kind_; }
   DASH_HOST_DEVICE int interleaved_heads() const { return interleaved_heads_; }
@@ -138,8 +134,8 @@ class Schedule {
 
   // Work items in claim order. The (sequence, chain head) pairs,
   // sequence-major, are the heads of the order (a chain head: chain_heads()
-  // consecutive q-heads; for MHA or chain_heads() == 1 a q-head); they come in groups of `interleaved_heads`
-  // consecutive heads (for varlen, groups stop at a sequence's end), whose
+  // consecutive q-heads; for MHA or chain_heads() == 1 a q-head); they come
+  // in groups of `interleaved_heads` consecutive heads (for varlen, groups stop at a sequence's end), whose
   // items are dealt round-robin: item 0 of each head of the group, then item
   // 1, ..., each head in the schedule's in-head order. Every wait still
   // targets an earlier claim: a dQ wait an earlier item of the same head, a
