@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU: the backward rows of several dash-bench builds, run alternately
+# On the GPU: the backward (DASH_AB_PASSES=fwd: forward; fwd,bwd: both) rows
+# of several dash-bench builds, run alternately
 # (A B C, A B C, ...) in one call so that they share the machine's state, each
 # run under a watchdog; logs go to OUT/ab/NAME.ROUND.log and are tarred into
 # OUT/ab.tgz (a call returns at most 8 files). Tabulate them here with
@@ -18,7 +19,7 @@ for round in $(seq 1 "${DASH_AB_ROUNDS:-2}"); do
     name=${variant%%=*}
     binary=${variant#*=}
     # shellcheck disable=SC2086  # options are word-split on purpose
-    timeout --kill-after=10 "${DASH_AB_LIMIT:-90}" "$binary" --passes bwd --reps 12 --determinism-runs 2 \
+    timeout --kill-after=10 "${DASH_AB_LIMIT:-90}" "$binary" --passes "${DASH_AB_PASSES:-bwd}" --reps 12 --determinism-runs 2 \
       --verify-max-seqlen 1024 $options > "$out/ab/$name.$round.log" 2>&1
     echo "$name round $round: exit $?"
   done

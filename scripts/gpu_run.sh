@@ -12,6 +12,8 @@ out=${1:?usage: gpu_run.sh OUT_DIR [BUILD_DIR]}
 build=${2:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
+# A compressed carry (DASH_PACK_XZ=1 scripts/pack_for_device.sh) unpacks into its own layout.
+if [ -f "$build/binaries.tar.xz" ]; then tar -C "$build" -xJf "$build/binaries.tar.xz" || exit 1; fi
 # The device gets a copy of the working tree without .git: pass DASH_COMMIT there.
 commit=${DASH_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 status=0

@@ -20,11 +20,31 @@ DASH_HOST_DEVICE constexpr TileShape backward_tile(int head_dim) {
   return head_dim <= 64 ? TileShape{128, 128} : head_dim <= 128 ? TileShape{64, 128} : TileShape{64, 64};
 }
 
-// Forward tiles: 128 query rows per consumer warpgroup pair keeps the
-// wgmma M dimension full; block_n shrinks with head_dim so K and V stages fit
-// in shared memory.
-DASH_HOST_DEVICE constexpr TileShape forward_tile(int head_dim) {
-  return head_dim <= 64 ? TileShape{128, 128} : head_dim <= 128 ? TileShape{128, 128} : TileShape{128, 64};
+// Forward tiles: 64 query rows per consumer warpgroup keep the wgmma M
+// dimension full; block_n shrinks with head_dim so K and V stages fit in
+// shared memory (hdim 256 keeps 64: FA3's and FA4's 80 measured 0.78-0.86 of
+// it on the H200, 2026-12-02, docs/perf_log.md). hdim 64 also compiles a tall tile of
+// 192 rows on three consumer warpgroups: its softmax costs about as much as
+// its two GEMMs, so two warpgroups' softmax run under the third one's GEMMs
+// instead of one under the other's (FA4's hdim 64 tile).
+inline constexpr int kForwardTallBlockM = 192;
+DASH_HOST_DEVICE constexpr bool forward_has_tall_tile(int head_dim) { return head_dim <= 64; }
+DASH_HOST_DEVICE constexpr TileShape forward_tile(int head_dim, bool tall) {
+  return TileShape{tall && forward_has_tall_tile(head_dim) ? kForwardTallBlockM : 128, head_dim <= 128 ? 128 : 64};
+}
+
+// Which forward tile a problem runs: the tall one wherever it is compiled,
+// except on banded masks (causal or a window) with fewer than
+// kForwardTallMinBandedRows query rows, whose diagonal tiles waste more of a
+// 192-row tile (H200, 2026-12-02, bf16 hdim 64, 16k tokens, docs/perf_log.md:
+// tall faster on every full row and on causal rows from 2k, slower on causal
+// 512 and 1k). A varlen batch decides on max_seqlen_q. Either tile gives a
+// row the same bits: it visits its visible key tiles in the same order, and
+// the key tiles a taller tile adds are fully masked for the row (exact zeros
+// into O and the row sum), so the choice never changes a sequence's result.
+inline constexpr int kForwardTallMinBandedRows = 2048;
+DASH_HOST_DEVICE constexpr TileShape forward_tile_for(int head_dim, bool banded, long long seqlen_q) {
+  return forward_tile(head_dim, !banded || seqlen_q >= kForwardTallMinBandedRows);
 }
 
 DASH_HOST_DEVICE constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }

@@ -7,10 +7,15 @@
 
 namespace dash_attn::host {
 
+namespace {
+// Causal or a window: the masks whose diagonal tiles forward_tile_for weighs.
+bool banded(bool causal, int window_left, int window_right) { return causal || window_left >= 0 || window_right >= 0; }
+}  // namespace
+
 schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_count, int window_left,
                                    int window_right) {
   schedule::ForwardPlan p;
-  p.tile = forward_tile(static_cast<int>(s.head_dim));
+  p.tile = forward_tile_for(static_cast<int>(s.head_dim), banded(causal, window_left, window_right), s.seqlen_q);
   p.seqlen_q = static_cast<int>(s.seqlen_q);
   p.seqlen_k = static_cast<int>(s.seqlen_k);
   p.causal = causal;
@@ -34,7 +39,8 @@ schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_co
 schedule::VarlenForwardTiles plan_forward_varlen(const ProblemShape& s, const VarlenLengths& lengths, bool causal,
                                                  int sm_count, int window_left, int window_right) {
   schedule::VarlenForwardTiles t;
-  t.tile = forward_tile(static_cast<int>(s.head_dim));
+  // s.seqlen_q is the batch's max_seqlen_q.
+  t.tile = forward_tile_for(static_cast<int>(s.head_dim), banded(causal, window_left, window_right), s.seqlen_q);
   t.batch = static_cast<int>(s.batch);
   t.heads = static_cast<int>(s.heads_q);
   t.causal = causal;

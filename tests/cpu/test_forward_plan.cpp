@@ -126,6 +126,8 @@ std::vector<PlanCase> plan_cases() {
     cases.push_back({ProblemShape{3, 1, 1, 5, 5, 64}, causal});
     // K/V of 4 MB per head: 8-head sections, the last one partial (12 = 8 + 4).
     cases.push_back({ProblemShape{3, 640, 8192, 4, 4, 128}, causal});
+    // hdim 64's tall tile (192 rows) under both masks: the causal one from 2048 rows.
+    cases.push_back({ProblemShape{1, 2100, 2049, 2, 1, 64}, causal});
   }
   return cases;
 }
@@ -139,6 +141,27 @@ TEST(ForwardPlan, SectionsKeepKeysAndValuesWithinTheL2Budget) {
   const ProblemShape gqa{3, 640, 8192, 8, 2, 128};
   // Four query heads share one 4 MB K/V head: 1 MB each, so all 24 heads fit.
   EXPECT_EQ(plan_forward(gqa, false, 132).section_heads, 24);
+}
+
+// forward_tile_for: hdim 64 runs the 192-row tile except on banded masks
+// (causal or a window) under 2048 query rows; other head dims have one tile.
+// A varlen batch decides on its max_seqlen_q (shape.seqlen_q).
+TEST(ForwardPlan, Hdim64RunsTheTallTileExceptOnShortBandedMasks) {
+  auto rows = [](int64_t seqlen_q, int64_t head_dim, bool causal, int window_left = -1, int window_right = -1) {
+    return plan_forward(ProblemShape{1, seqlen_q, seqlen_q, 2, 1, head_dim}, causal, 132, window_left, window_right)
+        .tile.block_m;
+  };
+  EXPECT_EQ(rows(512, 64, false), 192);
+  EXPECT_EQ(rows(2047, 64, true), 128);
+  EXPECT_EQ(rows(2048, 64, true), 192);
+  EXPECT_EQ(rows(1000, 64, false, 256, -1), 128);  // a window is banded
+  EXPECT_EQ(rows(1000, 64, false, -1, 0), 128);
+  EXPECT_EQ(rows(4096, 64, false, 256, 0), 192);
+  for (int64_t head_dim : {128, 256})
+    for (bool causal : {false, true}) EXPECT_EQ(rows(4096, head_dim, causal), 128) << head_dim;
+  const VarlenLengths lengths{3000, 3000, nullptr, nullptr, nullptr, nullptr};
+  EXPECT_EQ(plan_forward_varlen(ProblemShape{3, 2100, 2100, 2, 1, 64}, lengths, true, 132).tile.block_m, 192);
+  EXPECT_EQ(plan_forward_varlen(ProblemShape{3, 1500, 2100, 2, 1, 64}, lengths, true, 132).tile.block_m, 128);
 }
 
 }  // namespace

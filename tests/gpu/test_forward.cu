@@ -243,6 +243,13 @@ std::vector<ForwardCase> coverage_cases() {
     cases.push_back({DType::kBF16, ProblemShape{2, 150, 150, 4, 2, 64}, causal, Layout::kPacked});
     cases.push_back({DType::kFP16, ProblemShape{2, 150, 150, 4, 2, 256}, causal, Layout::kPacked});
   }
+  // hdim 64's tall tile (192 rows, three consumer warpgroups; tile_config.hpp):
+  // tile +- 1 and two tiles + 1 row on the full mask; the causal mask runs it
+  // from 2048 query rows on, with seqlen_q = seqlen_k, below and above.
+  for (int64_t len : {191, 192, 193, 385}) cases.push_back({DType::kBF16, ProblemShape{1, len, len, 2, 1, 64}, false});
+  cases.push_back({DType::kBF16, ProblemShape{1, 2100, 2100, 2, 1, 64}, true});
+  cases.push_back({DType::kBF16, ProblemShape{1, 2049, 2300, 2, 2, 64}, true});
+  cases.push_back({DType::kBF16, ProblemShape{1, 2300, 2049, 2, 2, 64}, true});
   // batch * heads = 70400 query tiles: more than a 65535-block grid dimension.
   cases.push_back({DType::kBF16, ProblemShape{1100, 8, 8, 64, 64, 64}, false});
   cases.push_back({DType::kBF16, ProblemShape{1100, 8, 8, 64, 16, 64}, true});

@@ -3,8 +3,8 @@
 //   warpgroup 0  producer: one thread issues every TMA load (Q per tile, K and V
 //                per key tile through two-stage mbarrier pipelines); the
 //                warpgroup gives its registers away (setmaxnreg 24).
-//   warpgroups 1, 2  consumers (setmaxnreg 240): rows 0-63 and 64-127 of the
-//                query tile; wgmma, online softmax, epilogue.
+//   warpgroups 1..  consumers (setmaxnreg 240, or 160 with three): 64 rows
+//                each of the query tile; wgmma, online softmax, epilogue.
 // Tiles come from the one order of schedule::ForwardPlan; a CTA starts with tile
 // blockIdx.x and then claims the next index from a global counter (dynamic
 // persistent scheduling). The producer thread claims, right after issuing the
@@ -131,7 +131,7 @@ class FwdKernelSm90 {
       Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{});
       OnlineSoftmax<2> softmax(params.mainloop.scale_log2);
       // Consumer warpgroup 0 takes the first GEMM turn.
-      if (consumer_wg == 1) Mainloop::pass_turn(consumer_wg);
+      if (consumer_wg == Traits::kConsumerWarpgroups - 1) Mainloop::pass_turn(consumer_wg);
       uint32_t full_phase = 0;
       if constexpr (kVarlen) {
         // Each consumer warp finds its CTA's first tile itself (blockIdx.x

@@ -5,8 +5,8 @@
 // causal mask cuts) to the first, with FlashAttention-3's intra-warpgroup
 // overlap: while the softmax of S(n) runs on the CUDA cores, the tensor cores
 // already compute O += P(n+1) V(n+1), issued together with S(n) = Q K(n)^T.
-// Between the two consumer warpgroups a pair of named barriers passes a turn
-// (pingpong): one warpgroup issues its GEMMs while the other runs its softmax.
+// Between the consumer warpgroups named barriers pass a turn round robin
+// (pingpong): one warpgroup issues its GEMMs while the others run their softmax.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -164,12 +164,18 @@ struct FwdMainloopSm90 {
     }
   }
 
-  // Pingpong: wait for this warpgroup's turn to issue GEMMs / hand it over.
+  // Pingpong: wait for this warpgroup's turn to issue GEMMs / hand it to the
+  // next one (round robin over the consumer warpgroups). A turn barrier
+  // counts the waiting warpgroup and the one arriving: 256 threads. No
+  // warpgroup can arrive twice before the next one has waited: its own next
+  // turn needs the whole round to pass first.
+  static constexpr uint32_t kTurnThreads = 2 * 128;
   static CUTE_DEVICE void wait_turn(int consumer_wg) {
-    named_barrier_sync(static_cast<uint32_t>(FwdBarrier::kMmaTurn0) + consumer_wg, Traits::kConsumerThreads);
+    named_barrier_sync(static_cast<uint32_t>(FwdBarrier::kMmaTurn0) + consumer_wg, kTurnThreads);
   }
   static CUTE_DEVICE void pass_turn(int consumer_wg) {
-    named_barrier_arrive(static_cast<uint32_t>(FwdBarrier::kMmaTurn0) + (1 - consumer_wg), Traits::kConsumerThreads);
+    const int next = consumer_wg + 1 == Traits::kConsumerWarpgroups ? 0 : consumer_wg + 1;
+    named_barrier_arrive(static_cast<uint32_t>(FwdBarrier::kMmaTurn0) + next, kTurnThreads);
   }
 
   template <class TensorP>

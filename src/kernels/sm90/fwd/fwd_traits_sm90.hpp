@@ -16,32 +16,35 @@ namespace dash_attn::sm90::fwd {
 
 // kScoreMods_: the kernel honours sliding windows (left bounds), a softcap
 // and sinks (the ScoreMods rows of the kernel table); without, exactly the
-// no-mask / causal kernel.
-template <class Element_, int kHeadDim_, bool kScoreMods_ = false>
+// no-mask / causal kernel. kTall_: the tall tile (tile_config.hpp).
+template <class Element_, int kHeadDim_, bool kScoreMods_ = false, bool kTall_ = false>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kScoreMods = kScoreMods_;
-  static constexpr int kBlockM = forward_tile(kHeadDim).block_m;
-  static constexpr int kBlockN = forward_tile(kHeadDim).block_n;
+  static constexpr int kBlockM = forward_tile(kHeadDim, kTall_).block_m;
+  static constexpr int kBlockN = forward_tile(kHeadDim, kTall_).block_n;
   // Two K and two V stages: the producer loads block n-1 while the consumers
   // multiply block n. A third does not fit at hdim 128/256 (Q + 3 K + 3 V > 227 KB).
   static constexpr int kStages = 2;
 
-  // One producer warpgroup (a single thread issues TMA) and two consumer
-  // warpgroups, each owning 64 of the 128 query rows of a tile.
-  static constexpr int kConsumerWarpgroups = 2;
+  // One producer warpgroup (a single thread issues TMA) and one consumer
+  // warpgroup per 64 query rows of a tile: two, or three on the tall tile.
+  static constexpr int kConsumerWarpgroups = kBlockM / 64;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr int kThreads = 128 + kConsumerThreads;
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "each consumer warpgroup owns one 64-row wgmma tile");
-  // setmaxnreg: 128 x 24 + 256 x 240 = 64512 <= 65536 registers of the SM.
+  static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "register split below");
+  // setmaxnreg moves registers within the CTA's launch allocation (65536 /
+  // threads per thread, rounded down to 8: 168 at 384 threads, 128 at 512);
+  // what the consumers gain must be exactly what the producer gives back.
+  //   two consumers:   256 x (240 - 168) = 128 x (168 - 24)
+  //   three consumers: 384 x (160 - 128) = 128 x (128 - 32)
   // The consumers hold O (hdim/2 fp32), S and the next S (block_n/2 each) and P.
-  // The pool setmaxnreg redistributes is the CTA's launch allocation, 384 x
-  // 168 = 64512: the consumers' 256 x (240 - 168) must equal what the producer
-  // gives back, 128 x (168 - 24). At 32 the consumers' increase never completes
-  // (the varlen producer at 32 hung on the H200).
-  static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+  // At 32 with two consumers the increase never completed (the varlen
+  // producer hung on the H200: 128 x 136 < 256 x 72).
+  static constexpr int kProducerRegisters = kConsumerWarpgroups == 2 ? 24 : 32;
+  static constexpr int kConsumerRegisters = kConsumerWarpgroups == 2 ? 240 : 160;
 
   // Q and K tiles are K-major (head_dim contiguous) with the 128-byte swizzle;
   // V is stored as V^T (head_dim x keys), MN-major, which is how it sits in
@@ -96,9 +99,11 @@ struct FwdTraits {
 // Named barriers of the consumer warpgroups: hardware IDs 8 and 9, past the
 // 1..7 CUTLASS reserves for its own components (the IDs these barriers had
 // when they went through cutlass::arch::NamedBarrier).
+// Consumer warpgroup w waits on kMmaTurn0 + w; the one before it arrives there.
 enum class FwdBarrier : uint32_t {
   kMmaTurn0 = 8,  // consumer warpgroup 0 may issue its GEMMs
   kMmaTurn1 = 9,  // consumer warpgroup 1 may issue its GEMMs
+  kMmaTurn2 = 10,  // consumer warpgroup 2 (192-row tiles) may issue its GEMMs
 };
 
 }  // namespace dash_attn::sm90::fwd
