@@ -56,33 +56,42 @@ struct VarlenForwardTiles {
   DASH_HOST_DEVICE SequenceRows rows_q(int s) const { return sequence_rows(cu_seqlens_q, seqused_q, total_q, s); }
   DASH_HOST_DEVICE SequenceRows rows_k(int s) const { return sequence_rows(cu_seqlens_k, seqused_k, total_k, s); }
 
-  DASH_HOST_DEVICE int m_blocks(int seqlen_q) const { return (seqlen_q + tile.block_m - 1) / tile.block_m; }
+  // The queries below take the tile sizes as an argument: the kernel passes
+  // its compile-time tile (the launch checked that it is `tile`), so their
+  // divisions by block_m and block_n compile to multiplies instead of a
+  // runtime division each (MUFU.RCP plus ~20 instructions, on the units the
+  // softmax needs); host code and tests pass `tile`.
+  DASH_HOST_DEVICE static int m_blocks(int seqlen_q, TileShape t) { return (seqlen_q + t.block_m - 1) / t.block_m; }
+  DASH_HOST_DEVICE int m_blocks(int seqlen_q) const { return m_blocks(seqlen_q, tile); }
   // Query tiles of sequence s; 0 when it has no query rows. (A sequence with
   // rows but no keys keeps its tiles: its rows get out = 0 and lse = -inf.)
-  DASH_HOST_DEVICE int tiles_of(int s) const { return m_blocks(rows_q(s).length) * heads; }
+  DASH_HOST_DEVICE int tiles_of(int s, TileShape t) const { return m_blocks(rows_q(s).length, t) * heads; }
+  DASH_HOST_DEVICE int tiles_of(int s) const { return tiles_of(s, tile); }
 
   // Tile `local` of sequence s (0 <= local < tiles_of(s)).
-  DASH_HOST_DEVICE VarlenForwardWork work(int s, int local) const {
+  DASH_HOST_DEVICE VarlenForwardWork work(int s, int local, TileShape t) const {
     const SequenceRows q = rows_q(s), k = rows_k(s);
-    return VarlenForwardWork{m_blocks(q.length) - 1 - local / heads, local % heads, s, q.begin, k.begin, q.length,
+    return VarlenForwardWork{m_blocks(q.length, t) - 1 - local / heads, local % heads, s, q.begin, k.begin, q.length,
                              k.length};
   }
+  DASH_HOST_DEVICE VarlenForwardWork work(int s, int local) const { return work(s, local, tile); }
   DASH_HOST_DEVICE VarlenForwardWork end_of_work() const { return VarlenForwardWork{0, 0, batch, 0, 0, 0, 0}; }
   DASH_HOST_DEVICE bool done(const VarlenForwardWork& w) const { return w.sequence >= batch; }
 
   // The mask rule of the tile's own sequence (its lengths alone: what makes a
   // sequence's bits independent of its neighbours).
-  DASH_HOST_DEVICE mask::MaskGeometry mask_geometry(const VarlenForwardWork& w) const {
+  DASH_HOST_DEVICE mask::MaskGeometry mask_geometry(const VarlenForwardWork& w, TileShape t) const {
     return mask::MaskGeometry{w.seqlen_q,
                               w.seqlen_k,
-                              tile.block_m,
-                              tile.block_n,
-                              m_blocks(w.seqlen_q),
-                              (w.seqlen_k + tile.block_n - 1) / tile.block_n,
+                              t.block_m,
+                              t.block_n,
+                              m_blocks(w.seqlen_q, t),
+                              (w.seqlen_k + t.block_n - 1) / t.block_n,
                               mask::windows_compiled()
                                   ? mask::requested_window(causal, window_left, window_right, w.seqlen_q, w.seqlen_k)
                                   : mask::causal_window(causal)};
   }
+  DASH_HOST_DEVICE mask::MaskGeometry mask_geometry(const VarlenForwardWork& w) const { return mask_geometry(w, tile); }
 
   DASH_HOST_DEVICE int first_tile(int cta) const { return cta; }
   DASH_HOST_DEVICE int claimed_tile(int claim) const { return grid + claim; }
@@ -94,11 +103,13 @@ struct VarlenForwardTiles {
   }
 };
 
-// One varlen tile's mask source, asked as a ForwardPlan is for a fixed batch.
+// One varlen tile's mask source, asked as a ForwardPlan is for a fixed batch
+// (tile: the kernel's compile-time tile, see mask_geometry).
 struct VarlenTileMasks {
   const VarlenForwardTiles* tiles;
   VarlenForwardWork work;
-  DASH_HOST_DEVICE mask::MaskGeometry mask_geometry() const { return tiles->mask_geometry(work); }
+  TileShape tile;
+  DASH_HOST_DEVICE mask::MaskGeometry mask_geometry() const { return tiles->mask_geometry(work, tile); }
 };
 
 // The host's bound on the batch's tiles (it sizes the grid): every sequence

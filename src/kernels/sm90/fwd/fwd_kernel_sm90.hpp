@@ -23,11 +23,11 @@
 namespace dash_attn::sm90::fwd {
 
 // Warp-collective: the varlen tile of index `index` (sequence_scan_sm90.hpp),
-// or end_of_work() when the batch has fewer tiles.
-CUTE_DEVICE schedule::VarlenForwardWork find_varlen_tile(const schedule::VarlenForwardTiles& tiles,
+// or end_of_work() when the batch has fewer tiles; tile: the kernel's.
+CUTE_DEVICE schedule::VarlenForwardWork find_varlen_tile(const schedule::VarlenForwardTiles& tiles, TileShape tile,
                                                          SequenceCursor& cursor, int index) {
-  const SequenceIndex at = find_sequence(tiles.batch, [&](int s) { return tiles.tiles_of(s); }, cursor, index);
-  return at.sequence < tiles.batch ? tiles.work(at.sequence, at.local) : tiles.end_of_work();
+  const SequenceIndex at = find_sequence(tiles.batch, [&](int s) { return tiles.tiles_of(s, tile); }, cursor, index);
+  return at.sequence < tiles.batch ? tiles.work(at.sequence, at.local, tile) : tiles.end_of_work();
 }
 
 // CUTLASS's mbarrier asm has no memory clobber; this keeps the compiler from
@@ -44,6 +44,8 @@ class FwdKernelSm90 {
   using Mainloop = FwdMainloopSm90<Traits>;
   using Epilogue = FwdEpilogueSm90<Traits>;
   static constexpr bool kVarlen = std::is_same_v<Tiles, schedule::VarlenForwardTiles>;
+  // The tile as a constant for the varlen tile queries (the launch checked the plan's).
+  static constexpr TileShape kTile{Traits::kBlockM, Traits::kBlockN};
   using HandOff = std::conditional_t<kVarlen, schedule::VarlenForwardWork, int>;
   using SharedStorage = typename Traits::template SharedStorageFor<HandOff>;
   static constexpr int kThreads = Traits::kThreads;
@@ -137,9 +139,9 @@ class FwdKernelSm90 {
         // Each consumer warp finds its CTA's first tile itself (blockIdx.x
         // tiles in: a few scan steps); the producer hands over the rest.
         SequenceCursor cursor;
-        schedule::VarlenForwardWork work = find_varlen_tile(plan, cursor, plan.first_tile(blockIdx.x));
+        schedule::VarlenForwardWork work = find_varlen_tile(plan, kTile, cursor, plan.first_tile(blockIdx.x));
         while (!plan.done(work)) {
-          const schedule::VarlenTileMasks masks{&plan, work};
+          const schedule::VarlenTileMasks masks{&plan, work, kTile};
           const mask::MaskGeometry geometry = masks.mask_geometry();
           const int n_block_begin = geometry.kv_begin(work.m_block), n_block_end = geometry.kv_end(work.m_block);
           clear(tOrO);
@@ -203,9 +205,9 @@ class FwdKernelSm90 {
     uint32_t empty_phase = 1;  // the slot starts empty
     SequenceCursor cursor;
     int index = plan.first_tile(blockIdx.x);
-    schedule::VarlenForwardWork work = find_varlen_tile(plan, cursor, index);
+    schedule::VarlenForwardWork work = find_varlen_tile(plan, kTile, cursor, index);
     while (!plan.done(work)) {
-      const mask::MaskGeometry geometry = plan.mask_geometry(work);
+      const mask::MaskGeometry geometry = plan.mask_geometry(work, kTile);
       const int n_block_begin = geometry.kv_begin(work.m_block), n_block_end = geometry.kv_end(work.m_block);
       if (lane0 && n_block_end > n_block_begin)
         Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work,
@@ -218,7 +220,7 @@ class FwdKernelSm90 {
       } else {
         index = plan.static_next_tile(index);
       }
-      work = find_varlen_tile(plan, cursor, index);
+      work = find_varlen_tile(plan, kTile, cursor, index);
       if (lane0) {
         if (params.tile_counter != nullptr && plan.done(work) &&
             Tiles::is_last_claim(claim, cursor.first, plan.grid))
