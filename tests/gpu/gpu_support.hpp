@@ -77,6 +77,17 @@ inline std::string missing_sm90_reason() {
     if (!reason_.empty()) GTEST_SKIP() << "GPU test needs an sm_90 GPU: " << reason_; \
   } while (0)
 
+// A test whose fixed problem needs the bf16/fp16 rows of one head_dim (both
+// passes) skips on a build without them (-DDASH_KERNELS), instead of failing
+// on the library's "not compiled" error.
+#define DASH_REQUIRE_ROWS(dtype, head_dim)                                                           \
+  do {                                                                                               \
+    if (!::dash_attn::testing::is_compiled(::dash_attn::Pass::kForward, dtype, head_dim) || \
+        !::dash_attn::testing::is_compiled(::dash_attn::Pass::kBackward, dtype, head_dim))  \
+      GTEST_SKIP() << "needs the " << ::dash_attn::to_string(dtype) << " head_dim " << (head_dim)  \
+                   << " kernel rows, not in this build (-DDASH_KERNELS)";                           \
+  } while (0)
+
 template <class T>
 class DeviceBuffer {
  public:

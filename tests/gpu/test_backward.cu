@@ -178,6 +178,8 @@ std::vector<ProblemCase> back_to_back_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Backward, BackwardChainsBackToBack, ::testing::ValuesIn(back_to_back_cases()),
                          test_name);
+// A build without bf16 backward rows has no cases.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackwardChainsBackToBack);
 
 }  // namespace
 }  // namespace dash_attn

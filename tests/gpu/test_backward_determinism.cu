@@ -90,6 +90,7 @@ class BackwardDeterminism : public ::testing::TestWithParam<std::tuple<bool, Sch
 // 1000 reruns on one workspace, compared on the device against the first run.
 TEST_P(BackwardDeterminism, ThousandRerunsBitwiseEqual) {
   DASH_REQUIRE_SM90();
+  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
   const BackwardCase c = medium_case(causal, kind, head_dim);
   BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
@@ -102,6 +103,7 @@ TEST_P(BackwardDeterminism, ThousandRerunsBitwiseEqual) {
 // wave are refused before anything runs.
 TEST_P(BackwardDeterminism, GridCapInvariant) {
   DASH_REQUIRE_SM90();
+  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
   const BackwardCase c = medium_case(causal, kind, head_dim);
   BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
@@ -126,6 +128,7 @@ TEST_P(BackwardDeterminism, GridCapInvariant) {
 
 TEST_P(BackwardDeterminism, EqualUnderConcurrentKernel) {
   DASH_REQUIRE_SM90();
+  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
   const BackwardCase c = medium_case(causal, kind, head_dim);
   BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
@@ -161,6 +164,7 @@ TEST_P(BackwardDeterminism, EqualUnderConcurrentKernel) {
 // A sequence's gradients do not depend on the other sequences of the batch.
 TEST_P(BackwardDeterminism, BatchInvariant) {
   DASH_REQUIRE_SM90();
+  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
   const BackwardProblem full = medium_problem_for(causal, kind, head_dim, 3);
   const BackwardCase& batch3 = full.c;
@@ -180,6 +184,7 @@ TEST_P(BackwardDeterminism, BatchInvariant) {
 // composition leave the bits alone.
 TEST_P(BackwardDeterminism, GroupWalkRerunsCapsAndBatchInvariant) {
   DASH_REQUIRE_SM90();
+  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
   if (kind == ScheduleKind::kShift || kind == ScheduleKind::kSymmetricShift) GTEST_SKIP() << "waves: time";
   const BackwardCase c = medium_case(causal, kind, head_dim);
@@ -221,6 +226,7 @@ INSTANTIATE_TEST_SUITE_P(Backward, BackwardDeterminism,
 // their dQ bits agree (dK, dV sum the Q tiles in different orders and may not).
 TEST(BackwardDeterminismAcrossSchedules, SharedReductionOrderGivesSameDq) {
   DASH_REQUIRE_SM90();
+  DASH_REQUIRE_ROWS(DType::kBF16, 128);
   const BackwardCase c = medium_case(false, ScheduleKind::kFA3, 128);
   BackwardRunner runner(medium_problem_for(false, ScheduleKind::kFA3, 128));
   runner.run(runner.options());

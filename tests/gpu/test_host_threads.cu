@@ -25,6 +25,7 @@ __global__ void keep_busy(float* sink) {
 
 TEST(HostThreads, FreshThreadBesideABusyStreamGivesTheSameBits) {
   DASH_REQUIRE_SM90();
+  DASH_REQUIRE_ROWS(DType::kBF16, 128);
   const BackwardCase c{DType::kBF16, ProblemShape{2, 700, 700, 4, 2, 128}, true, ScheduleKind::kAuto, true, false};
   const BackwardProblem problem(c, 11);
   BackwardRunner runner(problem);
