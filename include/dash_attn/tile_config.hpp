@@ -23,10 +23,10 @@ DASH_HOST_DEVICE constexpr TileShape backward_tile(int head_dim) {
 // Forward tiles: 64 query rows per consumer warpgroup keep the wgmma M
 // dimension full; block_n shrinks with head_dim so K and V stages fit in
 // shared memory (hdim 256 keeps 64: FA3's and FA4's 80 measured 0.78-0.86 of
-// it on the H200, 2026-12-02, docs/perf_log.md). hdim 64 also compiles a tall tile of
-// 192 rows on three consumer warpgroups: its softmax costs about as much as
-// its two GEMMs, so two warpgroups' softmax run under the third one's GEMMs
-// instead of one under the other's (FA4's hdim 64 tile).
+// it on the H200, 2026-12-02, docs/perf_log.md). hdim 64 also compiles a
+// tall tile of 192 rows on three consumer warpgroups: its softmax costs about
+// as much as its two GEMMs, so two warpgroups' softmax run under the third
+// one's GEMMs instead of one under the other's (FA4's hdim 64 tile).
 inline constexpr int kForwardTallBlockM = 192;
 DASH_HOST_DEVICE constexpr bool forward_has_tall_tile(int head_dim) { return head_dim <= 64; }
 DASH_HOST_DEVICE constexpr TileShape forward_tile(int head_dim, bool tall) {

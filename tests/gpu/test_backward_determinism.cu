@@ -90,8 +90,8 @@ class BackwardDeterminism : public ::testing::TestWithParam<std::tuple<bool, Sch
 // 1000 reruns on one workspace, compared on the device against the first run.
 TEST_P(BackwardDeterminism, ThousandRerunsBitwiseEqual) {
   DASH_REQUIRE_SM90();
-  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
+  DASH_REQUIRE_ROWS(DType::kBF16, head_dim);
   const BackwardCase c = medium_case(causal, kind, head_dim);
   BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
   const Options o = runner.options();
@@ -103,8 +103,8 @@ TEST_P(BackwardDeterminism, ThousandRerunsBitwiseEqual) {
 // wave are refused before anything runs.
 TEST_P(BackwardDeterminism, GridCapInvariant) {
   DASH_REQUIRE_SM90();
-  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
+  DASH_REQUIRE_ROWS(DType::kBF16, head_dim);
   const BackwardCase c = medium_case(causal, kind, head_dim);
   BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
   runner.run(runner.options());
@@ -128,8 +128,8 @@ TEST_P(BackwardDeterminism, GridCapInvariant) {
 
 TEST_P(BackwardDeterminism, EqualUnderConcurrentKernel) {
   DASH_REQUIRE_SM90();
-  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
+  DASH_REQUIRE_ROWS(DType::kBF16, head_dim);
   const BackwardCase c = medium_case(causal, kind, head_dim);
   BackwardRunner runner(medium_problem_for(causal, kind, head_dim));
   runner.run(runner.options());
@@ -164,8 +164,8 @@ TEST_P(BackwardDeterminism, EqualUnderConcurrentKernel) {
 // A sequence's gradients do not depend on the other sequences of the batch.
 TEST_P(BackwardDeterminism, BatchInvariant) {
   DASH_REQUIRE_SM90();
-  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
+  DASH_REQUIRE_ROWS(DType::kBF16, head_dim);
   const BackwardProblem full = medium_problem_for(causal, kind, head_dim, 3);
   const BackwardCase& batch3 = full.c;
   BackwardRunner full_runner(full);
@@ -184,8 +184,8 @@ TEST_P(BackwardDeterminism, BatchInvariant) {
 // composition leave the bits alone.
 TEST_P(BackwardDeterminism, GroupWalkRerunsCapsAndBatchInvariant) {
   DASH_REQUIRE_SM90();
-  DASH_REQUIRE_ROWS(DType::kBF16, std::get<2>(GetParam()));
   const auto [causal, kind, head_dim] = GetParam();
+  DASH_REQUIRE_ROWS(DType::kBF16, head_dim);
   if (kind == ScheduleKind::kShift || kind == ScheduleKind::kSymmetricShift) GTEST_SKIP() << "waves: time";
   const BackwardCase c = medium_case(causal, kind, head_dim);
   const int group = static_cast<int>(c.shape.heads_q / c.shape.heads_kv);

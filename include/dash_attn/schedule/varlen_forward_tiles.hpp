@@ -7,7 +7,7 @@
 // and __host__ __device__ so the CPU tests walk the same order over host
 // arrays.
 //
-// Order: sequence-major, and inside sequence s its m_blocks(s) * heads tiles
+// Order: sequence-major, and inside sequence s its query tiles * heads tiles
 // by descending m_block, heads interleaved (under a causal mask the longest
 // tiles start first; the q-heads of a GQA group run side by side on one K/V).
 // Claims follow ForwardPlan's rule: CTA c starts with tile c, claim k is tile
@@ -62,7 +62,6 @@ struct VarlenForwardTiles {
   // runtime division each (MUFU.RCP plus ~20 instructions, on the units the
   // softmax needs); host code and tests pass `tile`.
   DASH_HOST_DEVICE static int m_blocks(int seqlen_q, TileShape t) { return (seqlen_q + t.block_m - 1) / t.block_m; }
-  DASH_HOST_DEVICE int m_blocks(int seqlen_q) const { return m_blocks(seqlen_q, tile); }
   // Query tiles of sequence s; 0 when it has no query rows. (A sequence with
   // rows but no keys keeps its tiles: its rows get out = 0 and lse = -inf.)
   DASH_HOST_DEVICE int tiles_of(int s, TileShape t) const { return m_blocks(rows_q(s).length, t) * heads; }
@@ -91,7 +90,6 @@ struct VarlenForwardTiles {
                                   ? mask::requested_window(causal, window_left, window_right, w.seqlen_q, w.seqlen_k)
                                   : mask::causal_window(causal)};
   }
-  DASH_HOST_DEVICE mask::MaskGeometry mask_geometry(const VarlenForwardWork& w) const { return mask_geometry(w, tile); }
 
   DASH_HOST_DEVICE int first_tile(int cta) const { return cta; }
   DASH_HOST_DEVICE int claimed_tile(int claim) const { return grid + claim; }

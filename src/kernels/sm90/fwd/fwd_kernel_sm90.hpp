@@ -2,7 +2,8 @@
 //
 //   warpgroup 0  producer: one thread issues every TMA load (Q per tile, K and V
 //                per key tile through two-stage mbarrier pipelines); the
-//                warpgroup gives its registers away (setmaxnreg 24).
+//                warpgroup gives its registers away (setmaxnreg 24, or 32
+//                beside three consumers).
 //   warpgroups 1..  consumers (setmaxnreg 240, or 160 with three): 64 rows
 //                each of the query tile; wgmma, online softmax, epilogue.
 // Tiles come from the one order of schedule::ForwardPlan; a CTA starts with tile
