@@ -6,9 +6,10 @@
 # (include/dash_attn/kernel_table.hpp, -DDASH_KERNELS), so a one-kernel
 # variant compiles in minutes. Commits before the kernel table build every row.
 #   scripts/build_variant.sh NAME [--rev REV] [--dest DIR] [--bench-only]
-#                            [--kernels "Backward:BF16:128;..."] [PATCH ...]
+#                            [--kernels "Backward:BF16:128;..."] [--library] [PATCH ...]
 # (--bench-only: no dash_gpu_tests, ~5 MB less to carry; the device call's
-# carry is limited to 64 MiB.)
+# carry is limited to 64 MiB. --library: also libdash_attn_capi.so, for the
+# Python benchmarks through DASH_ATTN_LIBRARY.)
 #   e.g. scripts/build_variant.sh base --rev 385d331 --bench-only
 #        scripts/build_variant.sh h128 --kernels "Backward:BF16:128" my_change.patch
 set -euo pipefail
@@ -26,6 +27,7 @@ while [ $# -gt 0 ]; do
     --dest) dest=$2; shift 2 ;;
     --bench-only) targets=dash-bench; shift ;;
     --kernels) kernels=$2; shift 2 ;;
+    --library) targets="$targets dash_attn_capi"; shift ;;
     *) break ;;
   esac
 done
@@ -48,7 +50,12 @@ cmake --build "$work/build" -j "${DASH_JOBS:-2}" --target $targets
 case $dest in /*) out=$dest/$name ;; *) out=$here/$dest/$name ;; esac
 mkdir -p "$out"
 for target in $targets; do
-  case $target in dash-bench) cp "$work/build/apps/dash-bench" "$out/" ;; *) cp "$work/build/tests/dash_gpu_tests" "$out/" ;; esac
-  strip "$out/$target"
+  case $target in
+    dash-bench) file=$work/build/apps/dash-bench ;;
+    dash_attn_capi) file=$work/build/src/libdash_attn_capi.so ;;
+    *) file=$work/build/tests/dash_gpu_tests ;;
+  esac
+  cp "$file" "$out/"
+  strip "$out/$(basename "$file")"
 done
 echo "build_variant.sh: $rev${*:+ + $*}${kernels:+ (kernels $kernels)} -> $dest/$name/ ($targets)"

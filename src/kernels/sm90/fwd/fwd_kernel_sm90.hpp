@@ -111,11 +111,16 @@ class FwdKernelSm90 {
         for (int index = plan.first_tile(blockIdx.x); index < plan.tiles;) {
           const schedule::ForwardWorkTile work = plan.work_tile(index);
           const int n_block_begin = plan.n_block_begin(work.m_block), n_block_end = plan.n_block_end(work.m_block);
+          int claim = 0;
+          auto claim_next = [&] {
+            if (params.tile_counter != nullptr) claim = atomicAdd(params.tile_counter, 1);
+          };
           if (n_block_end > n_block_begin)
             Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work,
-                           n_block_begin, n_block_end);
+                           n_block_begin, n_block_end, claim_next);
+          else
+            claim_next();
           if (params.tile_counter != nullptr) {
-            const int claim = atomicAdd(params.tile_counter, 1);
             if (plan.is_last_claim(claim)) atomicExch(params.tile_counter, 0);
             index = plan.claimed_tile(claim);
           } else {
@@ -210,12 +215,18 @@ class FwdKernelSm90 {
     while (!plan.done(work)) {
       const mask::MaskGeometry geometry = plan.mask_geometry(work, kTile);
       const int n_block_begin = geometry.kv_begin(work.m_block), n_block_end = geometry.kv_end(work.m_block);
-      if (lane0 && n_block_end > n_block_begin)
-        Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work,
-                       n_block_begin, n_block_end);
       int claim = 0;
+      auto claim_next = [&] {
+        if (params.tile_counter != nullptr) claim = atomicAdd(params.tile_counter, 1);
+      };
+      if (lane0) {
+        if (n_block_end > n_block_begin)
+          Mainloop::load(params.mainloop, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_kv, work,
+                         n_block_begin, n_block_end, claim_next);
+        else
+          claim_next();
+      }
       if (params.tile_counter != nullptr) {
-        if (lane0) claim = atomicAdd(params.tile_counter, 1);
         claim = __shfl_sync(0xffffffffu, claim, 0);
         index = plan.claimed_tile(claim);
       } else {

@@ -129,11 +129,14 @@ struct FwdMainloopSm90 {
   // over the tile's key tiles [n_block_begin, n_block_end), in the order the
   // consumers release the stages. K and V advance together here, so one
   // pipeline state serves both (the producer has 24 registers).
-  template <class SharedStorage, class StateQ, class StateKV, class Work>
+  // before_last_keys() runs before the wait for the last key tile's stage:
+  // the producer's claim of its next tile, so that the claim's round trip
+  // to L2 overlaps that wait instead of following the last loads.
+  template <class SharedStorage, class StateQ, class StateKV, class Work, class BeforeLastKeys>
   static CUTE_DEVICE void load(Params const& p, SharedStorage& smem, typename Traits::PipelineQ& pipeline_q,
                                typename Traits::PipelineKV& pipeline_k, typename Traits::PipelineKV& pipeline_v,
                                StateQ& state_q, StateKV& state_kv, Work const& work, int n_block_begin,
-                               int n_block_end) {
+                               int n_block_end, BeforeLastKeys&& before_last_keys) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
@@ -156,6 +159,7 @@ struct FwdMainloopSm90 {
     // Not unrolled: the copies of the body would not fit in 24 registers.
 #pragma unroll 1
     for (int n = n_block_end - 1; n >= n_block_begin; --n) {
+      if (n == n_block_begin) before_last_keys();
       pipeline_k.producer_acquire(state_kv);
       copy(p.tma_k.with(*pipeline_k.producer_get_barrier(state_kv)), tKgK(_, n), tKsK(_, state_kv.index()));
       pipeline_v.producer_acquire(state_kv);
