@@ -8,9 +8,10 @@
 //                each of the query tile; wgmma, online softmax, epilogue.
 // Tiles come from the one order of schedule::ForwardPlan; a CTA starts with tile
 // blockIdx.x and then claims the next index from a global counter (dynamic
-// persistent scheduling). The producer thread claims, right after issuing the
-// loads of its current tile, and hands the index to the consumers through
-// shared memory and two mbarriers, so both roles walk the same tiles.
+// persistent scheduling). The producer thread claims while it waits to load
+// its current tile's last key tile, and once those loads are issued hands the
+// index to the consumers through shared memory and two mbarriers, so both
+// roles walk the same tiles.
 #pragma once
 
 #include <cutlass/arch/reg_reconfig.h>
