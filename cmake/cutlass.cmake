@@ -54,3 +54,9 @@ message(STATUS "dash_attn: CUTLASS ${_dash_major}.${_dash_minor} headers from ${
 
 add_library(dash_cutlass INTERFACE)
 target_include_directories(dash_cutlass SYSTEM INTERFACE "${_dash_cutlass_include}")
+# The wgmma shapes whose N is not 2^k or 96 (e.g. hdim 256's 80-key forward
+# tile): without this, CuTe's op selectors fall back to n16 for them (a
+# 176-key tile issued 198 instead of 38 HGMMA per step and ran at 0.75x on
+# the H200, 2026-12-02). Tiles whose N is a power of two select the same
+# instruction either way.
+target_compile_definitions(dash_cutlass INTERFACE CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED)

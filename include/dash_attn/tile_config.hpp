@@ -22,15 +22,18 @@ DASH_HOST_DEVICE constexpr TileShape backward_tile(int head_dim) {
 
 // Forward tiles: 64 query rows per consumer warpgroup keep the wgmma M
 // dimension full; block_n shrinks with head_dim so K and V stages fit in
-// shared memory (hdim 256 keeps 64: FA3's and FA4's 80 measured 0.78-0.86 of
-// it on the H200, 2026-12-02, docs/perf_log.md). hdim 64 also compiles a
+// shared memory: hdim 256 takes FA3's and FA4's 80 keys (Q + 2 x (K + V) =
+// 64 + 160 KB; +2-11% over 64 keys on the H200, 2026-12-02, docs/perf_log.md;
+// n80 needs CuTe's extended wgmma shapes, cmake/cutlass.cmake). hdim 128
+// keeps 128: FA3's 176 on full masks measured 1.00-1.03 of it, not worth a
+// second kernel per row. hdim 64 also compiles a
 // tall tile of 192 rows on three consumer warpgroups: its softmax costs about
 // as much as its two GEMMs, so two warpgroups' softmax run under the third
 // one's GEMMs instead of one under the other's (FA4's hdim 64 tile).
 inline constexpr int kForwardTallBlockM = 192;
 DASH_HOST_DEVICE constexpr bool forward_has_tall_tile(int head_dim) { return head_dim <= 64; }
 DASH_HOST_DEVICE constexpr TileShape forward_tile(int head_dim, bool tall) {
-  return TileShape{tall && forward_has_tall_tile(head_dim) ? kForwardTallBlockM : 128, head_dim <= 128 ? 128 : 64};
+  return TileShape{tall && forward_has_tall_tile(head_dim) ? kForwardTallBlockM : 128, head_dim <= 128 ? 128 : 80};
 }
 
 // Which forward tile a problem runs: the tall one wherever it is compiled,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attention_reference.hpp"
@@ -123,6 +124,7 @@ std::vector<PlanCase> plan_cases() {
     cases.push_back({ProblemShape{2, 257, 257, 4, 2, 128}, causal});
     cases.push_back({ProblemShape{1, 300, 113, 2, 2, 64}, causal});
     cases.push_back({ProblemShape{1, 113, 300, 2, 1, 256}, causal});
+    cases.push_back({ProblemShape{1, 161, 161, 2, 1, 256}, causal});  // 80-key tiles, a tail of 1
     cases.push_back({ProblemShape{3, 1, 1, 5, 5, 64}, causal});
     // K/V of 4 MB per head: 8-head sections, the last one partial (12 = 8 + 4).
     cases.push_back({ProblemShape{3, 640, 8192, 4, 4, 128}, causal});
@@ -159,6 +161,12 @@ TEST(ForwardPlan, Hdim64RunsTheTallTileExceptOnShortBandedMasks) {
   EXPECT_EQ(rows(4096, 64, false, 256, 0), 192);
   for (int64_t head_dim : {128, 256})
     for (bool causal : {false, true}) EXPECT_EQ(rows(4096, head_dim, causal), 128) << head_dim;
+  // Keys per tile: 128 at hdim 64 and 128, 80 at hdim 256, under every mask.
+  for (bool causal : {false, true})
+    for (int64_t seqlen : {100, 4096})
+      for (const auto& [head_dim, block_n] : {std::pair{64, 128}, std::pair{128, 128}, std::pair{256, 80}})
+        EXPECT_EQ(plan_forward(ProblemShape{1, seqlen, seqlen, 2, 1, head_dim}, causal, 132).tile.block_n, block_n)
+            << head_dim;
   const VarlenLengths lengths{3000, 3000, nullptr, nullptr, nullptr, nullptr};
   EXPECT_EQ(plan_forward_varlen(ProblemShape{3, 2100, 2100, 2, 1, 64}, lengths, true, 132).tile.block_m, 192);
   EXPECT_EQ(plan_forward_varlen(ProblemShape{3, 1500, 2100, 2, 1, 64}, lengths, true, 132).tile.block_m, 128);

@@ -270,7 +270,8 @@ bool check_plans(const Case& c, bool causal) {
 }
 
 constexpr int kLengths[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 70};
-constexpr int kBlocks[] = {16, 32, 64};
+// 24: a tile size that is no power of two (the forward's 192 rows and 80 keys).
+constexpr int kBlocks[] = {16, 24, 32, 64};
 
 TEST(MaskGeometry, MatchesTheElementMaskForWindowsAndTails) {
   // No mask, causal, and windows: the diagonal alone, one-sided, asymmetric,
@@ -312,7 +313,7 @@ TEST(MaskGeometry, HeadTilesForwardPlanReferenceAndKernelsAgree) {
 TEST(MaskGeometry, LongSequencesMatchTheFormer64BitForwardFormulas) {
   const int64_t longest = INT_MAX - 64;
   const int64_t lengths[] = {longest, longest - 1, longest - 130, int64_t{1} << 30, 1000};
-  for (const TileShape tile : {TileShape{128, 128}, TileShape{128, 64}, TileShape{64, 128}})
+  for (const TileShape tile : {TileShape{128, 128}, TileShape{128, 80}, TileShape{192, 128}, TileShape{64, 128}})
     for (int64_t seqlen_q : lengths)
       for (int64_t seqlen_k : lengths)
         for (bool causal : {false, true}) {

@@ -243,6 +243,13 @@ std::vector<ForwardCase> coverage_cases() {
     cases.push_back({DType::kBF16, ProblemShape{2, 150, 150, 4, 2, 64}, causal, Layout::kPacked});
     cases.push_back({DType::kFP16, ProblemShape{2, 150, 150, 4, 2, 256}, causal, Layout::kPacked});
   }
+  // hdim 256's 80-key tile: key tile +- 1 and two tiles + 1, both masks,
+  // seqlen_q below and above seqlen_k.
+  for (bool causal : {false, true}) {
+    for (int64_t len : {79, 80, 81, 161}) cases.push_back({DType::kBF16, ProblemShape{1, len, len, 2, 1, 256}, causal});
+    cases.push_back({DType::kBF16, ProblemShape{1, 200, 241, 2, 2, 256}, causal});
+    cases.push_back({DType::kFP16, ProblemShape{1, 241, 200, 2, 1, 256}, causal});
+  }
   // hdim 64's tall tile (192 rows, three consumer warpgroups; tile_config.hpp):
   // tile +- 1 and two tiles + 1 row on the full mask; the causal mask runs it
   // from 2048 query rows on, with seqlen_q = seqlen_k, below and above.
