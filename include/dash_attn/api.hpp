@@ -34,6 +34,9 @@ std::size_t backward_workspace_size(const ProblemShape& shape, const Options& op
 // bitwise the same whatever else is packed around it, and equal to
 // backward() on that sequence alone. Schedules: atomic, fa3, descending
 // (auto: descending); the wave schedules (shift, symmetric_shift) are refused.
+// Every row of dq, dk, dv is written: rows no sequence owns (before the
+// first, seqused slack, after the last) get zero, their gradient, so the
+// outputs need no initialisation.
 void backward_varlen(const VarlenBackwardArgs& args, const Options& options, cudaStream_t stream);
 
 // Bytes of device workspace backward_varlen() needs (a function of the

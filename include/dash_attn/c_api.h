@@ -119,7 +119,8 @@ DASH_C_API int dash_backward(const DashShape* shape, int32_t dtype, const DashTe
 DASH_C_API int dash_backward_workspace_size(const DashShape* shape, const DashOptions* options, size_t* bytes);
 
 /* The backward of a variable-length batch, in dash_forward_varlen's layout
- * (dout, dq, dk, dv packed like out, q, k, v; dlse like lse). */
+ * (dout, dq, dk, dv packed like out, q, k, v; dlse like lse). Rows of dq, dk,
+ * dv that no sequence owns are set to zero. */
 DASH_C_API int dash_backward_varlen(const DashShape* shape, const DashVarlenLengths* lengths, int32_t dtype,
                                     const DashTensor* q, const DashTensor* k, const DashTensor* v,
                                     const DashTensor* out, const DashTensor* dout, const DashLse* lse,

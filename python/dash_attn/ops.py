@@ -198,9 +198,8 @@ def bwd_varlen(dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor
     if dlse is not None:
         dlse = dlse.contiguous()
     cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k = _lengths(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)
-    # Rows outside every sequence's used length are not written by the kernel:
-    # zeros there, the gradient of a row no sequence reads.
-    dq, dk, dv = (torch.zeros_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
+    # backward_varlen writes every row: rows no sequence owns get zero, their gradient.
+    dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
     sinks = _sinks(sinks)
     dsinks, dsinks_out = _dsinks(sinks, sinks_grad, q.device)
     options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin,

@@ -1,7 +1,7 @@
 // The varlen backward (backward_varlen). Out and lse come from the real
 // forward (forward_varlen on the same packing); dq, dk, dv are poisoned before
 // every call and rows of no sequence (lead padding, seqused slack, the tail)
-// must keep the poison.
+// must come back zero, their gradient.
 //  - Accuracy: every sequence against the fp64 reference run on it alone
 //    (FlashAttention-3's rule, as test_backward.cu), on ragged batches with
 //    lengths 0 (no queries; no keys; neither), 1, tile +- 1 (63/64/65,
@@ -169,23 +169,27 @@ class VarlenBackwardRunner {
   const DeviceBuffer<uint16_t>& dk() const { return dk_; }
   const DeviceBuffer<uint16_t>& dv() const { return dv_; }
 
-  // Rows of no sequence that are not all poison, in dq, dk and dv together.
-  int64_t rows_written_outside() const {
+  // Rows of no sequence that are not all zero (their gradient), in dq, dk
+  // and dv together: the outputs were poisoned before the call.
+  int64_t unowned_rows_not_zero() const {
     const testing::VarlenLayout& l = batch_.layout();
-    return testing::rows_written_outside(packed_dq(), l.owned_q, batch_.row_q()) +
-           testing::rows_written_outside(packed_dk(), l.owned_k, batch_.row_k()) +
-           testing::rows_written_outside(packed_dv(), l.owned_k, batch_.row_k());
+    return testing::unowned_rows_other_than(packed_dq(), l.owned_q, batch_.row_q(), testing::kZeroBits) +
+           testing::unowned_rows_other_than(packed_dk(), l.owned_k, batch_.row_k(), testing::kZeroBits) +
+           testing::unowned_rows_other_than(packed_dv(), l.owned_k, batch_.row_k(), testing::kZeroBits);
   }
 
   // Per document (indexed like docs): its rows of out, lse, dq, dk, dv. Also
-  // checks that no row of no sequence was written.
+  // checks that the gradients of rows of no sequence are zero.
   std::vector<DocumentGradients> results() const {
     const testing::VarlenLayout& l = batch_.layout();
     const std::vector<uint16_t> out = out_.download(), dq = packed_dq(), dk = packed_dk(), dv = packed_dv();
     const std::vector<float> lse = lse_.download();
-    EXPECT_EQ(testing::rows_written_outside(dq, l.owned_q, batch_.row_q()), 0) << "dQ rows of no sequence were written";
-    EXPECT_EQ(testing::rows_written_outside(dk, l.owned_k, batch_.row_k()), 0) << "dK rows of no sequence were written";
-    EXPECT_EQ(testing::rows_written_outside(dv, l.owned_k, batch_.row_k()), 0) << "dV rows of no sequence were written";
+    EXPECT_EQ(testing::unowned_rows_other_than(dq, l.owned_q, batch_.row_q(), testing::kZeroBits), 0)
+        << "dQ rows of no sequence are not zero";
+    EXPECT_EQ(testing::unowned_rows_other_than(dk, l.owned_k, batch_.row_k(), testing::kZeroBits), 0)
+        << "dK rows of no sequence are not zero";
+    EXPECT_EQ(testing::unowned_rows_other_than(dv, l.owned_k, batch_.row_k(), testing::kZeroBits), 0)
+        << "dV rows of no sequence are not zero";
     std::vector<DocumentGradients> r(docs_->size());
     for (size_t slot = 0; slot < l.order.size(); ++slot) {
       const Document<Element>& d = (*docs_)[l.order[slot]];
@@ -627,11 +631,11 @@ Lengths determinism_lengths() {
 }
 
 // Reruns on one workspace (not re-poisoned; the outputs are), compared on the
-// device against the first run, poison of the rows of no sequence included.
+// device against the first run, the zeroed rows of no sequence included.
 template <class Element>
 void expect_reruns_equal(VarlenBackwardRunner<Element>& runner, const Options& o, int reruns) {
   runner.run(o);
-  EXPECT_EQ(runner.rows_written_outside(), 0) << "rows of no sequence were written";
+  EXPECT_EQ(runner.unowned_rows_not_zero(), 0) << "gradient rows of no sequence are not zero";
   testing::expect_reruns_bitwise_equal(runner, o, reruns, "packed dQ, dK or dV");
 }
 
@@ -843,7 +847,7 @@ TEST_F(BackwardVarlenValidation, WorkspaceTooSmallRefused) {
     }
     // The size it asked for is enough.
     runner_->run(o);
-    EXPECT_EQ(runner_->rows_written_outside(), 0);
+    EXPECT_EQ(runner_->unowned_rows_not_zero(), 0);
   }
 }
 

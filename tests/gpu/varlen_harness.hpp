@@ -225,10 +225,16 @@ inline std::vector<float> slot_lse(const std::vector<float>& packed, int64_t tot
   return out;
 }
 
-// Rows r with owned[r] == 0 (no sequence's) that hold anything but the
-// 0xFFFF poison in some element: the kernels write a sequence's rows only.
+// What rows of no sequence hold after a call: the forward leaves out's
+// poison there, the backward writes zero gradients (api.hpp).
+inline constexpr uint16_t kPoisonBits = 0xFFFF;
+inline constexpr uint16_t kZeroBits = 0x0000;
+
+// Rows r with owned[r] == 0 (no sequence's) that hold anything but
+// `expected` in some element.
 template <class T>
-int64_t rows_written_outside(const std::vector<T>& packed, const std::vector<char>& owned, int64_t row) {
+int64_t unowned_rows_other_than(const std::vector<T>& packed, const std::vector<char>& owned, int64_t row,
+                                uint16_t expected) {
   static_assert(sizeof(T) == sizeof(uint16_t), "16-bit elements");
   int64_t written = 0;
   for (size_t r = 0; r < owned.size(); ++r) {
@@ -236,7 +242,7 @@ int64_t rows_written_outside(const std::vector<T>& packed, const std::vector<cha
     for (int64_t e = 0; e < row; ++e) {
       uint16_t bits;
       std::memcpy(&bits, &packed[r * row + e], sizeof bits);
-      if (bits != 0xFFFF) {
+      if (bits != expected) {
         ++written;
         break;
       }

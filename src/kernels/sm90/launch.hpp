@@ -56,6 +56,11 @@ int* forward_tile_counter(cudaStream_t stream);
 void launch_backward_preprocess(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
                                 const schedule::TileProblem& problem, cudaStream_t stream);
 
+// Varlen: zero dQ, dK, dV rows that no sequence owns (lead, seqused slack,
+// tail), before the other backward kernels run on the stream.
+void launch_zero_unowned_gradient_rows(const BackwardArgs& args, const schedule::TileProblem& problem,
+                                       cudaStream_t stream);
+
 // dQ = scale * accumulator in the output dtype; for GQA/MQA also dK, dV from their accumulators.
 void launch_backward_postprocess(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
                                  const schedule::TileProblem& problem, float softmax_scale, cudaStream_t stream);
