@@ -100,11 +100,27 @@ DASH_HOST_DEVICE inline bool claims_before(const VarlenProblem& p, const VarlenC
 // every chain. Live for any grid like claims_before: a sequence's items keep
 // their relative order and every wait targets an earlier item of the same
 // sequence. A total order, so the permutation depends on the lengths alone.
-DASH_HOST_DEVICE inline bool sequence_claims_before(const TileProblem& p, int a, int b) {
-  const HeadTiles ta = p.head_tiles(a), tb = p.head_tiles(b);
-  if (ta.q_tiles() != tb.q_tiles()) return ta.q_tiles() > tb.q_tiles();
-  if (ta.kv_tiles() != tb.kv_tiles()) return ta.kv_tiles() > tb.kv_tiles();
+// The key is split out so that a kernel can read every sequence's lengths
+// once (into shared memory) and compare keys.
+struct SequenceClaimKey {
+  int q_tiles = 0;
+  int kv_tiles = 0;
+};
+
+DASH_HOST_DEVICE inline SequenceClaimKey sequence_claim_key(const TileProblem& p, int s) {
+  const HeadTiles t = p.head_tiles(s);
+  return SequenceClaimKey{t.q_tiles(), t.kv_tiles()};
+}
+
+// Whether sequence a (key ka) is claimed before sequence b (key kb).
+DASH_HOST_DEVICE inline bool sequence_claims_before(SequenceClaimKey ka, int a, SequenceClaimKey kb, int b) {
+  if (ka.q_tiles != kb.q_tiles) return ka.q_tiles > kb.q_tiles;
+  if (ka.kv_tiles != kb.kv_tiles) return ka.kv_tiles > kb.kv_tiles;
   return a < b;
+}
+
+DASH_HOST_DEVICE inline bool sequence_claims_before(const TileProblem& p, int a, int b) {
+  return sequence_claims_before(sequence_claim_key(p, a), a, sequence_claim_key(p, b), b);
 }
 
 }  // namespace dash_attn::schedule

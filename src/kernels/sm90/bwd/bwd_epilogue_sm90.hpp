@@ -8,8 +8,12 @@
 // dK/dV too and stores them the same way, at its KV head. One that walked
 // part of it adds into the fp32 accumulators of the KV head, in ascending
 // chain-head order when deterministic (separate dK and dV counters so one
-// chain adds dK while the next adds dV). Varlen writes rows with plain stores
-// (a TMA store of the tile would run past the sequence into its neighbour's rows).
+// chain adds dK while the next adds dV). Varlen stores whole tiles by TMA
+// too, from the sequence's first row, and writes the rows of a sequence's
+// last, partial tile with plain stores (a TMA store of that tile would run
+// into the next sequence's rows); the plain stores cost the MMA warpgroups
+// what TMA hides: at 512-token sequences, where every tile is whole, they
+// made the varlen main kernel 7-9% slower than the fixed one (H200, 2026-12-03).
 #pragma once
 
 #include "bwd_params_sm90.hpp"
@@ -32,6 +36,12 @@ struct BwdEpilogue {
   typename Traits::SharedStorage& smem;
   int thread;  // 0..kMmaThreads-1
 
+  // Whether the chain's dK/dV go out by TMA (asynchronously): always at equal
+  // lengths; for varlen when the KV tile lies wholly inside its sequence.
+  __device__ bool stores_by_tma(const ChainWork& work) const {
+    return !params.varlen || (work.kv + 1) * kBlockN <= work.tiles.seqlen_k;
+  }
+
   // staging: where BwdMainloop::dkv_staging puts dK and dV in the dS buffers.
   template <class FragDk, class FragDv>
   __device__ void store(const ChainWork& work, FragDk& dk, FragDv& dv, Element* staging) {
@@ -51,9 +61,12 @@ struct BwdEpilogue {
         // thread just read.
         fence_proxy_async_shared();
         cutlass::arch::ClusterBarrier::arrive(&smem.kv_empty);
-      } else if (params.varlen) {
+      } else if (!stores_by_tma(work)) {
         // One tile at a time through the staging buffer; the last sync lets
-        // the next chain's dS stores reuse it.
+        // the next chain's dS stores reuse it. A previous chain's TMA store
+        // may still read the buffer.
+        if (thread == 0) tma_store_wait<0>();
+        sync();
         stage(dk, staging);
         sync();
         write_rows(work, staging, params.dk, params.dk_strides);
@@ -122,13 +135,16 @@ struct BwdEpilogue {
   }
 
   // The staged (kBlockN x kHeadDim) tile to rows [kv * kBlockN, ...) of the
-  // KV head; TMA drops the rows past seqlen_k (equal lengths only).
+  // KV head (of the sequence, for varlen); TMA drops the rows past seqlen_k
+  // at equal lengths, and varlen only stores whole tiles this way.
   template <class TmaStore>
   __device__ void tma_store_tile(const TmaStore& tma, Element* buffer, const ChainWork& work) const {
     const schedule::TileProblem& p = params.problem;
-    Tensor m_out = tma.get_tma_tensor(make_shape(p.seqlen_k, Int<kHeadDim>{}, p.heads_kv, p.batch));
-    Tensor g_out = local_tile(m_out(_, _, work.head_kv, work.batch), Shape<Int<kBlockN>, Int<kHeadDim>>{},
-                              make_coord(work.kv, _0{}));
+    Tensor m_out =
+        tma.get_tma_tensor(make_shape(params.tma_rows_k(), Int<kHeadDim>{}, p.heads_kv, params.tma_batches()));
+    Tensor rows = domain_offset(make_coord(params.first_row_k(work.batch), 0),
+                                m_out(_, _, work.head_kv, params.tma_batch(work.batch)));
+    Tensor g_out = local_tile(rows, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(work.kv, _0{}));
     Tensor s_tile = make_tensor(make_smem_ptr(buffer), typename Traits::SmemLayoutK{});
     auto [tma_g, tma_s] = tma_partition(tma, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s_tile), group_modes<0, 2>(g_out));
     copy(tma, tma_s, tma_g);

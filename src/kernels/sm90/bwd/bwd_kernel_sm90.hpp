@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) bwd_main_kernel(const __g
       const ChainWork work = smem.chains[chain_slot.index()];
       if (work.done()) break;
       mainloop.run_chain(work, kv_phase, dk, dv);
-      epilogue.store(work, dk, dv, mainloop.dkv_staging(params.dk_accum == nullptr && !params.varlen));
+      epilogue.store(work, dk, dv, mainloop.dkv_staging(params.dk_accum == nullptr && epilogue.stores_by_tma(work)));
       // Every thread read the slot: each releases it (as for the Q stages).
       cutlass::arch::ClusterBarrier::arrive(&smem.chain_empty[chain_slot.index()]);
       ++chain_slot;

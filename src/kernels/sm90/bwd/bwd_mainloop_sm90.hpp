@@ -195,7 +195,7 @@ struct BwdMainloop {
   }
 
   // Where the epilogue stages a chain's final dK and dV when TMA stores them
-  // (stored_async: TMA stores them, at equal lengths): hdim 64 in
+  // (stored_async: TMA stores them, BwdEpilogue::stores_by_tma): hdim 64 in
   // the dS stage of the chain's last step, hdim 128 over both dS stages.
   __device__ Element* dkv_staging(bool stored_async) {
     if constexpr (Traits::kDkvInOneDsStage) {
