@@ -19,7 +19,9 @@ void forward(const ForwardArgs& args, const Options& options, cudaStream_t strea
 // The forward of a variable-length batch (types.hpp, VarlenForwardArgs): each
 // sequence attends to its own keys only, causal bottom-right per sequence.
 // A sequence's out and lse are bitwise the same whatever else is packed
-// around it, and equal to forward() on that sequence alone.
+// around it, and equal to forward() on that sequence alone. Rows no sequence
+// owns (before the first, seqused slack, after the last) get out = 0 and
+// lse = -inf, so the outputs need no initialisation.
 void forward_varlen(const VarlenForwardArgs& args, const Options& options, cudaStream_t stream);
 
 // dQ, dK, dV from dO, O and the forward's LSE. Deterministic (bitwise

@@ -104,7 +104,7 @@ typedef struct {
 
 /* shape: batch = sequences, seqlen_q / seqlen_k = max_seqlen_q / max_seqlen_k;
  * q, k, v, out packed as (total, heads, head_dim) (batch_stride unused); lse
- * (heads_q, total_q). */
+ * (heads_q, total_q). Rows no sequence owns get out = 0, lse = -inf. */
 DASH_C_API int dash_forward_varlen(const DashShape* shape, const DashVarlenLengths* lengths, int32_t dtype,
                                    const DashTensor* q, const DashTensor* k, const DashTensor* v,
                                    const DashTensor* out, const DashLse* lse, const DashSinks* sinks,

@@ -154,15 +154,9 @@ def fwd_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
     schedule are the backward's (kept for it by autograd)."""
     q, k, v = (_readable(t) for t in (q, k, v))
     cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k = _lengths(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)
-    # The kernel writes a sequence's used rows only: with seqused_q the slack
-    # rows would hold whatever the allocator left (a result that differs run
-    # to run), so they start as out = 0, lse = -inf, as an empty row ends.
-    if seqused_q is None:
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
-        lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
-    else:
-        out = torch.zeros_like(q, memory_format=torch.contiguous_format)
-        lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=torch.float32, device=q.device)
+    # forward_varlen writes every row: rows no sequence owns get out = 0, lse = -inf.
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
     # The forward has one schedule of its own: the backward's choice is not sent to it.
     options = _library.make_options(causal, softmax_scale, True, "auto", sm_margin=sm_margin, window_left=window_left,
                                     window_right=window_right, softcap=softcap)

@@ -46,6 +46,7 @@ void forward_varlen(const VarlenForwardArgs& args, const Options& options, cudaS
       host::plan_forward_varlen(args.shape, args.lengths, options.causal,
                                 dispatch::usable_sm_count("forward_varlen", options.sm_margin), options.window_left,
                                 options.window_right);
+  sm90::launch_clear_unowned_forward_rows(args, stream);
   dispatch::launch_forward_varlen(args, sm90::ForwardConfig{scale, options.softcap}, tiles,
                                   host::has_score_mods(options, args.sinks), stream);
 }

@@ -459,11 +459,10 @@ class VarlenModRunner {
 
   std::vector<float> dsinks() const { return has_sinks_ ? dsinks_.download() : std::vector<float>{}; }
 
-  // Rows of no sequence whose out is not all poison or whose dq, dk or dv
-  // is not all zero.
+  // Rows of no sequence whose out, dq, dk or dv is not all zero.
   int64_t unowned_rows_wrong() const {
     const VarlenLayout& l = batch_.layout();
-    return testing::unowned_rows_other_than(out_.download(), l.owned_q, batch_.row_q(), testing::kPoisonBits) +
+    return testing::unowned_rows_other_than(out_.download(), l.owned_q, batch_.row_q(), testing::kZeroBits) +
            testing::unowned_rows_other_than(dq_.download(), l.owned_q, batch_.row_q(), testing::kZeroBits) +
            testing::unowned_rows_other_than(dk_.download(), l.owned_k, batch_.row_k(), testing::kZeroBits) +
            testing::unowned_rows_other_than(dv_.download(), l.owned_k, batch_.row_k(), testing::kZeroBits);

@@ -71,8 +71,8 @@ Options backward_options(bool causal, ScheduleKind kind, int max_ctas = 0, int s
 }
 
 // One packing of documents (made with dout) on the device. The constructor
-// runs forward_varlen into out and lse (rows of no sequence stay poisoned:
-// NaN); run() poisons dq, dk, dv and runs backward_varlen. dlse, when given,
+// runs forward_varlen into out and lse (rows of no sequence get out = 0,
+// lse = -inf); run() poisons dq, dk, dv and runs backward_varlen. dlse, when given,
 // is per document (head, seq), packed (heads_q, total_q) with NaN in rows of
 // no sequence.
 template <class Element>

@@ -59,9 +59,16 @@ std::vector<DocumentResult> run_packed(const std::vector<Document<Element>>& doc
   const std::vector<Element> out_host = out.download();
   const std::vector<float> lse_host = lse.download();
 
-  // Rows of no sequence (padding, seqused slack, the tail) keep their poison:
-  // the kernel writes a sequence's rows only.
-  EXPECT_EQ(testing::unowned_rows_other_than(out_host, l.owned_q, batch.row_q(), testing::kPoisonBits), 0) << "rows of no sequence were written";
+  // Rows of no sequence (padding, seqused slack, the tail), poisoned before
+  // the call, come back as out = 0 and lse = -inf.
+  EXPECT_EQ(testing::unowned_rows_other_than(out_host, l.owned_q, batch.row_q(), testing::kZeroBits), 0)
+      << "out rows of no sequence are not zero";
+  int64_t lse_not_cleared = 0;
+  for (int64_t head = 0; head < h.q; ++head)
+    for (int64_t r = 0; r < l.total_q; ++r)
+      if (!l.owned_q[r] && !(std::isinf(lse_host[head * l.total_q + r]) && lse_host[head * l.total_q + r] < 0))
+        ++lse_not_cleared;
+  EXPECT_EQ(lse_not_cleared, 0) << "lse rows of no sequence are not -inf";
 
   std::vector<DocumentResult> results(docs.size());
   for (size_t slot = 0; slot < order.size(); ++slot) {

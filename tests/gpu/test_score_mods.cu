@@ -311,7 +311,7 @@ void run_varlen_case(const VarlenModCase& c) {
     SCOPED_TRACE("backward, schedule " + schedule_name(kind));
     const Options o = testing::mod_options(c.mods, scale, kind);
     packed.backward(o);
-    EXPECT_EQ(packed.unowned_rows_wrong(), 0) << "rows of no sequence: out not left alone or gradients not zero";
+    EXPECT_EQ(packed.unowned_rows_wrong(), 0) << "rows of no sequence: out or gradients not zero";
     const std::vector<DocumentBits> got = packed.documents();
     const std::vector<float> dsinks = packed.dsinks();
     for (size_t i = 0; i < docs.size(); ++i) {

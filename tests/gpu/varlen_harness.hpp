@@ -225,9 +225,7 @@ inline std::vector<float> slot_lse(const std::vector<float>& packed, int64_t tot
   return out;
 }
 
-// What rows of no sequence hold after a call: the forward leaves out's
-// poison there, the backward writes zero gradients (api.hpp).
-inline constexpr uint16_t kPoisonBits = 0xFFFF;
+// What rows of no sequence hold after a call: zero out and gradients (api.hpp).
 inline constexpr uint16_t kZeroBits = 0x0000;
 
 // Rows r with owned[r] == 0 (no sequence's) that hold anything but

@@ -61,6 +61,10 @@ void launch_backward_preprocess(const BackwardArgs& args, const plan::BackwardWo
 void launch_zero_unowned_gradient_rows(const BackwardArgs& args, const schedule::TileProblem& problem,
                                        cudaStream_t stream);
 
+// Varlen forward: out = 0 and lse = -inf in the query rows no sequence owns,
+// before the forward kernel runs on the stream.
+void launch_clear_unowned_forward_rows(const VarlenForwardArgs& args, cudaStream_t stream);
+
 // dQ = scale * accumulator in the output dtype; for GQA/MQA also dK, dV from their accumulators.
 void launch_backward_postprocess(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
                                  const schedule::TileProblem& problem, float softmax_scale, cudaStream_t stream);
