@@ -462,10 +462,10 @@ class VarlenModRunner {
   // Rows of no sequence whose out, dq, dk or dv is not all zero.
   int64_t unowned_rows_wrong() const {
     const VarlenLayout& l = batch_.layout();
-    return testing::unowned_rows_other_than(out_.download(), l.owned_q, batch_.row_q(), testing::kZeroBits) +
-           testing::unowned_rows_other_than(dq_.download(), l.owned_q, batch_.row_q(), testing::kZeroBits) +
-           testing::unowned_rows_other_than(dk_.download(), l.owned_k, batch_.row_k(), testing::kZeroBits) +
-           testing::unowned_rows_other_than(dv_.download(), l.owned_k, batch_.row_k(), testing::kZeroBits);
+    return testing::unowned_rows_not_zero(out_.download(), l.owned_q, batch_.row_q()) +
+           testing::unowned_rows_not_zero(dq_.download(), l.owned_q, batch_.row_q()) +
+           testing::unowned_rows_not_zero(dk_.download(), l.owned_k, batch_.row_k()) +
+           testing::unowned_rows_not_zero(dv_.download(), l.owned_k, batch_.row_k());
   }
 
   // Per document (indexed like docs): its rows of out, lse, dq, dk, dv.

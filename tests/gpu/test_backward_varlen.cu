@@ -173,9 +173,9 @@ class VarlenBackwardRunner {
   // and dv together: the outputs were poisoned before the call.
   int64_t unowned_rows_not_zero() const {
     const testing::VarlenLayout& l = batch_.layout();
-    return testing::unowned_rows_other_than(packed_dq(), l.owned_q, batch_.row_q(), testing::kZeroBits) +
-           testing::unowned_rows_other_than(packed_dk(), l.owned_k, batch_.row_k(), testing::kZeroBits) +
-           testing::unowned_rows_other_than(packed_dv(), l.owned_k, batch_.row_k(), testing::kZeroBits);
+    return testing::unowned_rows_not_zero(packed_dq(), l.owned_q, batch_.row_q()) +
+           testing::unowned_rows_not_zero(packed_dk(), l.owned_k, batch_.row_k()) +
+           testing::unowned_rows_not_zero(packed_dv(), l.owned_k, batch_.row_k());
   }
 
   // Per document (indexed like docs): its rows of out, lse, dq, dk, dv. Also
@@ -184,11 +184,11 @@ class VarlenBackwardRunner {
     const testing::VarlenLayout& l = batch_.layout();
     const std::vector<uint16_t> out = out_.download(), dq = packed_dq(), dk = packed_dk(), dv = packed_dv();
     const std::vector<float> lse = lse_.download();
-    EXPECT_EQ(testing::unowned_rows_other_than(dq, l.owned_q, batch_.row_q(), testing::kZeroBits), 0)
+    EXPECT_EQ(testing::unowned_rows_not_zero(dq, l.owned_q, batch_.row_q()), 0)
         << "dQ rows of no sequence are not zero";
-    EXPECT_EQ(testing::unowned_rows_other_than(dk, l.owned_k, batch_.row_k(), testing::kZeroBits), 0)
+    EXPECT_EQ(testing::unowned_rows_not_zero(dk, l.owned_k, batch_.row_k()), 0)
         << "dK rows of no sequence are not zero";
-    EXPECT_EQ(testing::unowned_rows_other_than(dv, l.owned_k, batch_.row_k(), testing::kZeroBits), 0)
+    EXPECT_EQ(testing::unowned_rows_not_zero(dv, l.owned_k, batch_.row_k()), 0)
         << "dV rows of no sequence are not zero";
     std::vector<DocumentGradients> r(docs_->size());
     for (size_t slot = 0; slot < l.order.size(); ++slot) {

@@ -225,14 +225,10 @@ inline std::vector<float> slot_lse(const std::vector<float>& packed, int64_t tot
   return out;
 }
 
-// What rows of no sequence hold after a call: zero out and gradients (api.hpp).
-inline constexpr uint16_t kZeroBits = 0x0000;
-
-// Rows r with owned[r] == 0 (no sequence's) that hold anything but
-// `expected` in some element.
+// Rows r with owned[r] == 0 (no sequence's) with a nonzero element: the
+// varlen passes write zero out and gradients there (api.hpp).
 template <class T>
-int64_t unowned_rows_other_than(const std::vector<T>& packed, const std::vector<char>& owned, int64_t row,
-                                uint16_t expected) {
+int64_t unowned_rows_not_zero(const std::vector<T>& packed, const std::vector<char>& owned, int64_t row) {
   static_assert(sizeof(T) == sizeof(uint16_t), "16-bit elements");
   int64_t written = 0;
   for (size_t r = 0; r < owned.size(); ++r) {
@@ -240,7 +236,7 @@ int64_t unowned_rows_other_than(const std::vector<T>& packed, const std::vector<
     for (int64_t e = 0; e < row; ++e) {
       uint16_t bits;
       std::memcpy(&bits, &packed[r * row + e], sizeof bits);
-      if (bits != expected) {
+      if (bits != 0) {
         ++written;
         break;
       }
