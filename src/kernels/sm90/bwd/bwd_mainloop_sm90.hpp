@@ -70,9 +70,8 @@ struct BwdMainloop {
     auto thr_r2s_ds = r2s_ds.get_thread_slice(thread);
     Tensor t_ds_store = thr_r2s_ds.partition_D(as_position_independent_swizzle_tensor(s_dst));
 
-    // (key, row) of every S^T element this thread holds; (row, col) of every dQ element.
+    // (key, row) of every S^T element this thread holds.
     Tensor coord_s = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
-    Tensor coord_dq = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
 
     clear(dk);
     clear(dv);
@@ -161,7 +160,7 @@ struct BwdMainloop {
         warpgroup_wait<0>();
         // The other warpgroup's dK and dV GEMMs may still read this Q and dO.
         named_barrier_sync(static_cast<uint32_t>(BwdBarrier::kQStageRead), Traits::kMmaThreads);
-        store_dq_over_stage(dq_acc, coord_dq, stage);
+        store_dq_over_stage(dq_acc, stage);
       } else {
         Tensor p_a = make_tensor(p16.data(), accumulator_as_a_operand(p16.layout()));
         Tensor ds_a = make_tensor(ds16.data(), accumulator_as_a_operand(ds16.layout()));
@@ -172,7 +171,7 @@ struct BwdMainloop {
         wgmma_gemm<true>(mma_dq, t_ds(_, _, _, ds_stage), t_kt, dq_acc);
         wgmma_gemm<false>(mma_dkv, ds_a, t_qt(_, _, _, stage), dk);
         warpgroup_wait<1>();
-        store_dq_tile(dq_acc, coord_dq, stage);
+        store_dq_tile(dq_acc, stage);
       }
       warpgroup_wait<0>();
       // Q, dO and the row statistics of this stage are no longer read: hand
@@ -222,31 +221,31 @@ struct BwdMainloop {
 
   // kDqInQStage: partial dQ -> the Q/dO stage this step has finished reading
   // (the stage's dQ writer warp drains it).
-  template <class FragDq, class CoordDq>
-  __device__ void store_dq_over_stage(const FragDq& dq_acc, const CoordDq& coord_dq, int stage) {
-    constexpr int kHalfRows = kBlockM / 2;
-    // The second half's base is indexed by the tile row, as the first's.
-    write_dq(dq_acc, coord_dq, smem.dq_over_stage(stage, 0), smem.dq_over_stage(stage, 1) - kHalfRows * kHeadDim,
-             stage);
+  template <class FragDq>
+  __device__ void store_dq_over_stage(const FragDq& dq_acc, int stage) {
+    // The second half's base is indexed by the tile's float offset, as the first's.
+    write_dq(dq_acc, smem.dq_over_stage(stage, 0), smem.dq_over_stage(stage, 1) - Traits::kDqTileFloats / 2, stage);
   }
 
   // Partial dQ -> the dQ stage of the step's Q stage once its writer has read it.
-  template <class FragDq, class CoordDq>
-  __device__ void store_dq_tile(const FragDq& dq_acc, const CoordDq& coord_dq, int stage) {
+  template <class FragDq>
+  __device__ void store_dq_tile(const FragDq& dq_acc, int stage) {
     named_barrier_sync(dq_empty_barrier(stage, thread / 128), kDqEmptyBarrierThreads);
-    write_dq(dq_acc, coord_dq, smem.dq[stage], smem.dq[stage], stage);
+    write_dq(dq_acc, smem.dq[stage], smem.dq[stage], stage);
   }
 
-  // Writes the fragment in the dQ tile layout (rows below kBlockM / 2 from
-  // `first`, the others from `second`), then signals the stage's dQ writer.
-  template <class FragDq, class CoordDq>
-  __device__ void write_dq(const FragDq& dq_acc, const CoordDq& coord_dq, float* first, float* second, int stage) {
+  // Writes the fragment in the dQ tile's fragment order (bwd_dq_layout.hpp;
+  // the tile's first half from `first`, the second from `second`), then
+  // signals the stage's dQ writer.
+  template <class FragDq>
+  __device__ void write_dq(const FragDq& dq_acc, float* first, float* second, int stage) {
+    static_assert(Traits::kMmaThreads == kDqTileThreads && decltype(size(dq_acc))::value % 4 == 0);
+    constexpr int kChunks = decltype(size(dq_acc))::value / 4;
     CUTE_UNROLL
-    for (int i = 0; i < size(dq_acc); i += 2) {
-      // Accumulator elements come in pairs of adjacent columns.
-      const int row = get<0>(coord_dq(i)), col = get<1>(coord_dq(i));
-      float* tile = row < kBlockM / 2 ? first : second;
-      *reinterpret_cast<float2*>(tile + dq_offset(row, col, kHeadDim)) = make_float2(dq_acc(i), dq_acc(i + 1));
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      float* tile = chunk < kChunks / 2 ? first : second;
+      *reinterpret_cast<float4*>(tile + (chunk * kDqTileThreads + thread) * 4) =
+          make_float4(dq_acc(4 * chunk), dq_acc(4 * chunk + 1), dq_acc(4 * chunk + 2), dq_acc(4 * chunk + 3));
     }
     fence_proxy_async_shared();
     named_barrier_arrive(static_cast<uint32_t>(BwdBarrier::kDqFull0) + stage, kDqBarrierThreads);

@@ -27,7 +27,7 @@ struct ConvertParams {
   bool keys;       // the KV side (dK, dV: kv-heads, block_n rows) or the Q side (dQ)
   int head_dim, block_rows;
   float scale;
-  bool dq_layout;  // rows swizzled as bwd::dq_offset (dQ) or plain row-major (dK, dV)
+  bool dq_layout;  // bwd::dq_offset's fragment order (dQ) or plain row-major (dK, dV)
   int first_sequence;  // of this launch (grid.z holds at most 65535)
 };
 
@@ -45,11 +45,21 @@ __global__ void __launch_bounds__(kThreads) bwd_convert_kernel(ConvertParams p) 
     const int col = (v % vectors_per_row) * kVector;
     const int row = tile * p.block_rows + local_row;
     if (row >= rows.length) break;
-    // The dQ swizzle XORs multiples of 8 into the column: 8 aligned columns stay contiguous.
-    const float* src = accum + (p.dq_layout ? bwd::dq_offset(local_row, col, p.head_dim) : local_row * p.head_dim + col);
-    const float4 lo = *reinterpret_cast<const float4*>(src);
-    const float4 hi = *reinterpret_cast<const float4*>(src + 4);
-    const float values[kVector] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    float values[kVector];
+    if (p.dq_layout) {
+      // dQ's fragment order keeps pairs of adjacent columns together.
+      for (int pair = 0; pair < kVector; pair += 2) {
+        const float2 v = *reinterpret_cast<const float2*>(
+            accum + bwd::dq_offset(local_row, col + pair, p.block_rows, p.head_dim));
+        values[pair] = v.x, values[pair + 1] = v.y;
+      }
+    } else {
+      const float* src = accum + local_row * p.head_dim + col;
+      const float4 lo = *reinterpret_cast<const float4*>(src);
+      const float4 hi = *reinterpret_cast<const float4*>(src + 4);
+      values[0] = lo.x, values[1] = lo.y, values[2] = lo.z, values[3] = lo.w;
+      values[4] = hi.x, values[5] = hi.y, values[6] = hi.z, values[7] = hi.w;
+    }
     alignas(16) Element converted[kVector];
     for (int i = 0; i < kVector; ++i) converted[i] = static_cast<Element>(values[i] * p.scale);
     Element* dst = static_cast<Element*>(p.out) + batch * p.out_strides[0] + (rows.begin + row) * p.out_strides[1] +

@@ -72,7 +72,7 @@ struct BwdTraits {
   static constexpr int kDsStages = 2;   // lets one warpgroup write dS(j+1) while the other still reads dS(j)
   static constexpr int kDqStages = kBackwardDqStages;  // the MMA runs a tile ahead of the ordered dQ reduction
   // The partial dQ tile (fp32, 64 x 256 = Q + dO of one stage in bf16) goes into
-  // the Q/dO stage it was computed from: rows 0-31 over Q, rows 32-63 over dO.
+  // the Q/dO stage it was computed from: its first half over Q, the second over dO.
   static constexpr bool kDqInQStage = kSplitHeadDim;
   // dS^T stages, followed by as many P^T stages when P^T goes through shared memory.
   static constexpr int kDsBuffers = kSplitHeadDim ? 2 : 1;
@@ -189,8 +189,8 @@ struct BwdTraits {
     uint64_t dq_task_empty[kDqStages][2];
     int dq_tasks_done;  // adds completed by both writers, for the wave schedules' drain before a claim
 
-    // kDqInQStage: rows [half * kBlockM / 2, (half + 1) * kBlockM / 2) of a
-    // stage's partial dQ tile (contiguous in the tile layout, bwd_dq_layout.hpp)
+    // kDqInQStage: floats [half * kDqTileFloats / 2, (half + 1) * kDqTileFloats / 2)
+    // of a stage's partial dQ tile (in the fragment order of bwd_dq_layout.hpp)
     // lie over that stage's Q (half 0) or dO (half 1).
     __device__ float* dq_over_stage(int stage, int half) {
       static_assert(kDqInQStage);
