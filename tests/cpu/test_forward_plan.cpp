@@ -137,12 +137,17 @@ std::vector<PlanCase> plan_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, ForwardPlanTest, ::testing::ValuesIn(plan_cases()));
 
 TEST(ForwardPlan, SectionsKeepKeysAndValuesWithinTheL2Budget) {
-  const ProblemShape s{3, 640, 8192, 4, 4, 128};
-  const ForwardPlan p = plan_forward(s, false, 132);
-  EXPECT_EQ(p.section_heads, 8);  // 2 * 8192 * 128 * 2 bytes = 4 MB per head, 32 MB budget
-  const ProblemShape gqa{3, 640, 8192, 8, 2, 128};
-  // Four query heads share one 4 MB K/V head: 1 MB each, so all 24 heads fit.
-  EXPECT_EQ(plan_forward(gqa, false, 132).section_heads, 24);
+  // 2 * 8192 * 128 * 2 bytes = 4 MB per head: 2 heads in the 8 MB budget, but
+  // a wave of 132 tiles needs 3 heads of 64 query tiles.
+  const ProblemShape s{3, 8192, 8192, 4, 4, 128};
+  EXPECT_EQ(plan_forward(s, false, 132).section_heads, 3);
+  // Banded masks keep two waves: 264 tiles, 5 heads.
+  EXPECT_EQ(plan_forward(s, true, 132).section_heads, 5);
+  // Four query heads share one 4 MB K/V head: 1 MB each, so 8 heads fit.
+  const ProblemShape gqa{3, 8192, 8192, 8, 2, 128};
+  EXPECT_EQ(plan_forward(gqa, false, 132).section_heads, 8);
+  // Short sequences: the budget allows all 12 heads of 5 tiles (60 tiles, one partial wave).
+  EXPECT_EQ(plan_forward(ProblemShape{3, 640, 640, 4, 4, 128}, false, 132).section_heads, 12);
 }
 
 // forward_tile_for: hdim 64 runs the 192-row tile except on banded masks
