@@ -1,16 +1,27 @@
 // Forward epilogue: O = acc / rowsum in the input type and the natural-log
-// LSE, stored straight from the consumer registers. Each quad of threads
-// writes whole 32-byte sectors of a row, and rows beyond seqlen_q are simply
-// not stored, so arbitrary strides and tails need no TMA store or padding.
+// LSE. At equal lengths (Traits::kStoreOByTma) each consumer warpgroup stages
+// its 64 rows of O in shared memory and one of its threads stores them by
+// TMA, which drops the rows beyond seqlen_q; otherwise (hdim 256, varlen)
+// O goes straight from the registers, each quad of threads writing whole
+// 32-byte sectors of a row and rows beyond the sequence simply not stored.
+// The LSE always goes from the registers.
 #pragma once
 
+#include <cute/tensor.hpp>
+#include <cute/atom/copy_traits_sm90.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
 #include <cutlass/array.h>
+
+#include <type_traits>
 
 #include "dash_attn/schedule/forward_tiles.hpp"
 #include "dash_attn/schedule/varlen_forward_tiles.hpp"
 #include "dash_attn/types.hpp"
 #include "fwd_softmax_sm90.hpp"
 #include "fwd_traits_sm90.hpp"
+#include "kernels/sm90/common/sync_sm90.hpp"
+#include "kernels/sm90/common/tma_sm90.hpp"
+#include "kernels/sm90/common/wgmma_sm90.hpp"
 
 namespace dash_attn::sm90::fwd {
 
@@ -18,17 +29,52 @@ template <class Traits>
 struct FwdEpilogueSm90 {
   using Element = typename Traits::Element;
 
+  // out as TMA sees it: (seq, dim, head, batch), as the mainloop's Q.
+  using GmemShape = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
+  using GmemStride = cute::Stride<int64_t, cute::_1, int64_t, int64_t>;
+  using TileO = cute::Shape<cute::_64, cute::Int<Traits::kHeadDim>>;
+  static auto make_tma_o(Element* ptr, GmemShape shape, GmemStride stride) {
+    auto tensor = cute::make_tensor(cute::make_gmem_ptr(ptr), cute::make_layout(shape, stride));
+    return cute::make_tma_copy(cute::SM90_TMA_STORE{}, tensor, typename Traits::SmemLayoutOWarpgroup{}, TileO{},
+                               cute::_1{});
+  }
+  using TmaO = decltype(make_tma_o(nullptr, GmemShape{}, GmemStride{}));
+
   struct Params {
     Element* out;
     int64_t out_batch_stride, out_seq_stride, out_head_stride;
     float* lse;
     int64_t lse_batch_stride, lse_head_stride;
     const float* sinks;  // heads_q logits or null (kScoreMods only)
+    TmaO tma_o;          // kStoreOByTma
+    GmemShape shape_o;
   };
 
   static Params to_params(ForwardArgs const& a) {
-    return Params{static_cast<Element*>(a.out.data), a.out.batch_stride, a.out.seq_stride, a.out.head_stride,
-                  a.lse.data, a.lse.batch_stride, a.lse.head_stride, a.sinks};
+    ProblemShape const& s = a.shape;
+    // Size-1 dimensions: 8 elements (16 bytes), a stride TMA accepts.
+    constexpr int64_t kUnusedStride = 8;
+    const GmemShape shape{int32_t(s.seqlen_q), int32_t(s.head_dim), int32_t(s.heads_q), int32_t(s.batch)};
+    const GmemStride stride{tma_stride(s.seqlen_q, a.out.seq_stride, kUnusedStride), cute::_1{},
+                            tma_stride(s.heads_q, a.out.head_stride, kUnusedStride),
+                            tma_stride(s.batch, a.out.batch_stride, kUnusedStride)};
+    Element* out = static_cast<Element*>(a.out.data);
+    return Params{out, a.out.batch_stride, a.out.seq_stride, a.out.head_stride, a.lse.data, a.lse.batch_stride,
+                  a.lse.head_stride, a.sinks, make_tma_o(out, shape, stride), shape};
+  }
+
+  // Whether tiles of this work type store O by TMA (equal lengths only).
+  template <class Work>
+  static constexpr bool kTmaFor = Traits::kStoreOByTma && std::is_same_v<Work, schedule::ForwardWorkTile>;
+
+  static CUTE_DEVICE void prefetch_descriptor(Params const& p) {
+    if constexpr (Traits::kStoreOByTma) cute::prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
+  }
+
+  // Before the CTA exits: this warpgroup's last TMA store has read the buffer.
+  static CUTE_DEVICE void finish(int thread_idx) {
+    if constexpr (Traits::kStoreOByTma)
+      if (thread_idx % 128 == 0) cute::tma_store_wait<0>();
   }
 
   // Where the tile's (batch, head) rows start in out and lse; in a varlen
@@ -47,9 +93,10 @@ struct FwdEpilogueSm90 {
   }
 
   // Masks: as in the mainloop (its mask_geometry() has the rows' seqlen_q).
+  // smem_o: the staging buffer (Traits::SmemLayoutO), kTmaFor<Work> only.
   template <class Masks, class Work, class FragO, class Softmax>
   static CUTE_DEVICE void store(Params const& p, Masks const& masks, int thread_idx, Work const& work, FragO& tOrO,
-                                Softmax& softmax) {
+                                Softmax& softmax, Element* smem_o) {
     using namespace cute;
     constexpr int kRows = Softmax::kRowsPerThread;
     float inverse_sum[kRows], lse[kRows];
@@ -66,12 +113,24 @@ struct FwdEpilogueSm90 {
                       .partition_C(make_identity_tensor(Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{}));
     auto o = rows_cols_view(tOrO);
     auto coords = rows_cols_view(tOcO);
-    Element* out = out_origin(p, work);
     float* lse_out = lse_origin(p, work);
+    const int seqlen_q = masks.mask_geometry().seqlen_q;
+    if constexpr (kTmaFor<Work>) {
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTE_UNROLL
+        for (int j = 0; j < size<1>(o); ++j) o(r, j) *= inverse_sum[r];
+        const int row = work.m_block * Traits::kBlockM + get<0>(coords(r, 0));
+        if (row < seqlen_q && thread_idx % 4 == 0) lse_out[row] = lse[r];
+      }
+      store_by_tma(p, thread_idx, work, tOrO, smem_o);
+      return;
+    }
+    Element* out = out_origin(p, work);
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int row = work.m_block * Traits::kBlockM + get<0>(coords(r, 0));
-      if (row >= masks.mask_geometry().seqlen_q) continue;
+      if (row >= seqlen_q) continue;
       Element* out_row = out + row * p.out_seq_stride;
       // Columns j and j + 1 of the view are adjacent in memory: one 4-byte store.
       CUTE_UNROLL
@@ -82,6 +141,39 @@ struct FwdEpilogueSm90 {
         *reinterpret_cast<cutlass::Array<Element, 2>*>(out_row + get<1>(coords(r, j))) = pair;
       }
       if (thread_idx % 4 == 0) lse_out[row] = lse[r];
+    }
+  }
+
+ private:
+  // The warpgroup's 64 rows of the scaled O: stmatrix into its block of the
+  // staging buffer once its previous store has read it, then one TMA store
+  // from its first thread, awaited only before the next one (or the exit).
+  template <class FragO>
+  static CUTE_DEVICE void store_by_tma(Params const& p, int thread_idx, schedule::ForwardWorkTile const& work,
+                                       FragO const& tOrO, Element* smem_o) {
+    using namespace cute;
+    const int warpgroup = thread_idx / 128;
+    const bool issuer = thread_idx % 128 == 0;
+    const uint32_t barrier = static_cast<uint32_t>(FwdBarrier::kEpilogue0) + warpgroup;
+    if (issuer) tma_store_wait<0>();
+    named_barrier_sync(barrier, 128);
+    typename Traits::TiledMmaPV mma_pv;
+    Tensor sO = make_tensor(make_smem_ptr(smem_o), typename Traits::SmemLayoutO{});
+    auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
+    auto thr_r2s = r2s.get_thread_slice(thread_idx);
+    Tensor converted = convert_fragment<Element>(tOrO);
+    copy(r2s, thr_r2s.retile_S(converted), thr_r2s.partition_D(sO));
+    fence_proxy_async_shared();
+    named_barrier_sync(barrier, 128);
+    if (issuer) {
+      Tensor mO = p.tma_o.get_tma_tensor(p.shape_o);
+      Tensor gO = local_tile(mO(_, _, work.head, work.batch), TileO{},
+                             make_coord(work.m_block * Traits::kConsumerWarpgroups + warpgroup, 0));
+      Tensor sOw = make_tensor(make_smem_ptr(smem_o + warpgroup * cosize_v<typename Traits::SmemLayoutOWarpgroup>),
+                               typename Traits::SmemLayoutOWarpgroup{});
+      auto [tma_g, tma_s] = tma_partition(p.tma_o, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sOw), group_modes<0, 2>(gO));
+      copy(p.tma_o, tma_s, tma_g);
+      tma_store_arrive();
     }
   }
 };

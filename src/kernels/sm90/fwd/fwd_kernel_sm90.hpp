@@ -40,9 +40,10 @@ CUTE_DEVICE void compiler_fence() { asm volatile("" ::: "memory"); }
 // Tiles: schedule::ForwardPlan (fixed-length batches) or
 // schedule::VarlenForwardTiles (varlen; its producer keeps a whole warp to
 // find the tiles and hands the consumers the decoded tile instead of its index).
-template <class Traits, class Tiles = schedule::ForwardPlan>
+template <class Traits_, class Tiles = schedule::ForwardPlan>
 class FwdKernelSm90 {
  public:
+  using Traits = Traits_;
   using Mainloop = FwdMainloopSm90<Traits>;
   using Epilogue = FwdEpilogueSm90<Traits>;
   static constexpr bool kVarlen = std::is_same_v<Tiles, schedule::VarlenForwardTiles>;
@@ -73,7 +74,10 @@ class FwdKernelSm90 {
     const bool is_leader = is_producer && threadIdx.x == 0;
     Tiles const& plan = params.plan;
 
-    if (threadIdx.x == 0) Mainloop::prefetch_descriptors(params.mainloop);
+    if (threadIdx.x == 0) {
+      Mainloop::prefetch_descriptors(params.mainloop);
+      Epilogue::prefetch_descriptor(params.epilogue);
+    }
 
     using Role = typename PipelineKV::ThreadCategory;
     typename PipelineQ::Params pq{};
@@ -156,7 +160,7 @@ class FwdKernelSm90 {
           if (n_block_end > n_block_begin)
             Mainloop::mma(params.mainloop, masks, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v,
                           thread_idx, work, n_block_begin, n_block_end, tOrO, softmax);
-          Epilogue::store(params.epilogue, masks, thread_idx, work, tOrO, softmax);
+          Epilogue::store(params.epilogue, masks, thread_idx, work, tOrO, softmax, smem.o.data());
           work = take_hand_off(smem, full_phase);
         }
       } else {
@@ -171,9 +175,10 @@ class FwdKernelSm90 {
           if (n_block_end > n_block_begin)
             Mainloop::mma(params.mainloop, plan, smem, pipeline_q, pipeline_k, pipeline_v, state_q, state_k, state_v,
                           thread_idx, work, n_block_begin, n_block_end, tOrO, softmax);
-          Epilogue::store(params.epilogue, plan, thread_idx, work, tOrO, softmax);
+          Epilogue::store(params.epilogue, plan, thread_idx, work, tOrO, softmax, smem.o.data());
           index = take_hand_off(smem, full_phase);
         }
+        Epilogue::finish(thread_idx);
       }
     }
   }

@@ -26,6 +26,7 @@ void launch_forward_kernel(const ForwardArgs& tensors, const ForwardConfig& conf
   check_tma_descriptor(params.mainloop.tma_q, "forward", "q");
   check_tma_descriptor(params.mainloop.tma_k, "forward", "k");
   check_tma_descriptor(params.mainloop.tma_v, "forward", "v");
+  if constexpr (Kernel::Traits::kStoreOByTma) check_tma_descriptor(params.epilogue.tma_o, "forward", "out");
   fwd::fwd_kernel_sm90<Kernel><<<grid, Kernel::kThreads, Kernel::kSharedBytes, stream>>>(params);
   DASH_CUDA_CHECK(cudaGetLastError());
 }
