@@ -32,10 +32,8 @@ schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_co
   p.grid = std::max(1, std::min(p.tiles, sm_count));
   // K and V bytes one query head reads; a GQA group shares them.
   const long long kv_bytes = 2 * s.seqlen_k * s.head_dim * 2 * s.heads_kv / s.heads_q;
-  // At least one wave of tiles per section (two under banded masks, whose
-  // longest-first order inside a section must hold most of the work).
-  const int waves = banded(causal, window_left, window_right) ? kForwardSectionWavesBanded : 1;
-  const long long wave_heads = (static_cast<long long>(waves) * p.grid + p.m_blocks - 1) / p.m_blocks;
+  // At least one wave of tiles per section (kForwardL2SectionBytes says why).
+  const long long wave_heads = (static_cast<long long>(p.grid) + p.m_blocks - 1) / p.m_blocks;
   p.section_heads = static_cast<int>(
       std::clamp(std::max(kForwardL2SectionBytes / std::max(kv_bytes, 1ll), wave_heads), 1ll, groups));
   return p;
