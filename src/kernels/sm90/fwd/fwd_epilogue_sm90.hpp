@@ -17,10 +17,10 @@
 #include "dash_attn/schedule/forward_tiles.hpp"
 #include "dash_attn/schedule/varlen_forward_tiles.hpp"
 #include "dash_attn/types.hpp"
+#include "fwd_mainloop_sm90.hpp"
 #include "fwd_softmax_sm90.hpp"
 #include "fwd_traits_sm90.hpp"
 #include "kernels/sm90/common/sync_sm90.hpp"
-#include "kernels/sm90/common/tma_sm90.hpp"
 #include "kernels/sm90/common/wgmma_sm90.hpp"
 
 namespace dash_attn::sm90::fwd {
@@ -29,9 +29,9 @@ template <class Traits>
 struct FwdEpilogueSm90 {
   using Element = typename Traits::Element;
 
-  // out as TMA sees it: (seq, dim, head, batch), as the mainloop's Q.
-  using GmemShape = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
-  using GmemStride = cute::Stride<int64_t, cute::_1, int64_t, int64_t>;
+  // out as TMA sees it: (seq, dim, head, batch), the mainloop's layout of Q.
+  using GmemShape = typename FwdMainloopSm90<Traits>::GmemShape;
+  using GmemStride = typename FwdMainloopSm90<Traits>::GmemStrideQK;
   using TileO = cute::Shape<cute::_64, cute::Int<Traits::kHeadDim>>;
   static auto make_tma_o(Element* ptr, GmemShape shape, GmemStride stride) {
     auto tensor = cute::make_tensor(cute::make_gmem_ptr(ptr), cute::make_layout(shape, stride));
@@ -52,12 +52,8 @@ struct FwdEpilogueSm90 {
 
   static Params to_params(ForwardArgs const& a) {
     ProblemShape const& s = a.shape;
-    // Size-1 dimensions: 8 elements (16 bytes), a stride TMA accepts.
-    constexpr int64_t kUnusedStride = 8;
     const GmemShape shape{int32_t(s.seqlen_q), int32_t(s.head_dim), int32_t(s.heads_q), int32_t(s.batch)};
-    const GmemStride stride{tma_stride(s.seqlen_q, a.out.seq_stride, kUnusedStride), cute::_1{},
-                            tma_stride(s.heads_q, a.out.head_stride, kUnusedStride),
-                            tma_stride(s.batch, a.out.batch_stride, kUnusedStride)};
+    const GmemStride stride = FwdMainloopSm90<Traits>::row_strides(a.out, s.seqlen_q, s.heads_q, s.batch);
     Element* out = static_cast<Element*>(a.out.data);
     return Params{out, a.out.batch_stride, a.out.seq_stride, a.out.head_stride, a.lse.data, a.lse.batch_stride,
                   a.lse.head_stride, a.sinks, make_tma_o(out, shape, stride), shape};

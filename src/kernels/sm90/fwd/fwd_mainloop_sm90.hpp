@@ -68,14 +68,17 @@ struct FwdMainloopSm90 {
   // Size-1 dimensions: 8 elements (16 bytes), a stride TMA accepts.
   static constexpr int64_t kUnusedStride = 8;
 
+  // (seq, dim, head, batch) strides of a rows tensor (Q, K, and the epilogue's O).
+  static GmemStrideQK row_strides(TensorView const& t, int64_t seqlen, int64_t heads, int64_t batch) {
+    return GmemStrideQK{tma_stride(seqlen, t.seq_stride, kUnusedStride), cute::_1{},
+                        tma_stride(heads, t.head_stride, kUnusedStride), tma_stride(batch, t.batch_stride, kUnusedStride)};
+  }
+
   static Params to_params(ForwardArgs const& a, ForwardConfig const& config) {
     ProblemShape const& s = a.shape;
     const GmemShape shape_q{int32_t(s.seqlen_q), int32_t(s.head_dim), int32_t(s.heads_q), int32_t(s.batch)};
     const GmemShape shape_kv{int32_t(s.seqlen_k), int32_t(s.head_dim), int32_t(s.heads_kv), int32_t(s.batch)};
-    auto stride_qk = [&](TensorView const& t, int64_t seqlen, int64_t heads) {
-      return GmemStrideQK{tma_stride(seqlen, t.seq_stride, kUnusedStride), cute::_1{}, tma_stride(heads, t.head_stride, kUnusedStride),
-                          tma_stride(s.batch, t.batch_stride, kUnusedStride)};
-    };
+    auto stride_qk = [&](TensorView const& t, int64_t seqlen, int64_t heads) { return row_strides(t, seqlen, heads, s.batch); };
     const GmemStrideVt stride_v{cute::_1{}, tma_stride(s.seqlen_k, a.v.seq_stride, kUnusedStride), tma_stride(s.heads_kv, a.v.head_stride, kUnusedStride),
                                 tma_stride(s.batch, a.v.batch_stride, kUnusedStride)};
     const GmemShape shape_vt{int32_t(s.head_dim), int32_t(s.seqlen_k), int32_t(s.heads_kv), int32_t(s.batch)};
