@@ -1,18 +1,19 @@
 // Forward epilogue: O = acc / rowsum in the input type and the natural-log
-// LSE. At equal lengths (Traits::kStoreOByTma) each consumer warpgroup stages
-// its 64 rows of O in shared memory and one of its threads stores them by
-// TMA, which drops the rows beyond seqlen_q; otherwise (hdim 256, varlen)
-// O goes straight from the registers, each quad of threads writing whole
-// 32-byte sectors of a row and rows beyond the sequence simply not stored.
-// The LSE always goes from the registers.
+// LSE. Where the staging buffer fits (Traits::kStoreOByTma: hdim 64/128) each
+// consumer warpgroup stages its 64 rows of O in shared memory and one of its
+// threads stores them by TMA: at equal lengths always (TMA drops the rows
+// beyond seqlen_q), in a varlen batch when the 64 rows lie wholly inside the
+// sequence (past its end they would land in the next sequence's rows).
+// Otherwise (hdim 256, a varlen sequence's last rows) O goes straight from the
+// registers, each quad of threads writing whole 32-byte sectors of a row and
+// rows beyond the sequence simply not stored. The LSE always goes from the
+// registers.
 #pragma once
 
 #include <cute/tensor.hpp>
 #include <cute/atom/copy_traits_sm90.hpp>
 #include <cute/atom/copy_traits_sm90_tma.hpp>
 #include <cutlass/array.h>
-
-#include <type_traits>
 
 #include "dash_attn/schedule/forward_tiles.hpp"
 #include "dash_attn/schedule/varlen_forward_tiles.hpp"
@@ -59,9 +60,13 @@ struct FwdEpilogueSm90 {
                   a.lse.head_stride, a.sinks, make_tma_o(out, shape, stride), shape};
   }
 
-  // Whether tiles of this work type store O by TMA (equal lengths only).
-  template <class Work>
-  static constexpr bool kTmaFor = Traits::kStoreOByTma && std::is_same_v<Work, schedule::ForwardWorkTile>;
+  // Whether consumer warpgroup `warpgroup` may store its 64 rows by TMA
+  // (given Traits::kStoreOByTma): at equal lengths always, in a varlen batch
+  // when no row lies past the sequence.
+  static CUTE_DEVICE bool tma_may_store(schedule::ForwardWorkTile const&, int, int) { return true; }
+  static CUTE_DEVICE bool tma_may_store(schedule::VarlenForwardWork const& work, int warpgroup, int seqlen_q) {
+    return work.m_block * Traits::kBlockM + (warpgroup + 1) * 64 <= seqlen_q;
+  }
 
   static CUTE_DEVICE void prefetch_descriptor(Params const& p) {
     if constexpr (Traits::kStoreOByTma) cute::prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
@@ -89,7 +94,7 @@ struct FwdEpilogueSm90 {
   }
 
   // Masks: as in the mainloop (its mask_geometry() has the rows' seqlen_q).
-  // smem_o: the staging buffer (Traits::SmemLayoutO), kTmaFor<Work> only.
+  // smem_o: the staging buffer (Traits::SmemLayoutO), kStoreOByTma only.
   template <class Masks, class Work, class FragO, class Softmax>
   static CUTE_DEVICE void store(Params const& p, Masks const& masks, int thread_idx, Work const& work, FragO& tOrO,
                                 Softmax& softmax, Element* smem_o) {
@@ -111,16 +116,18 @@ struct FwdEpilogueSm90 {
     auto coords = rows_cols_view(tOcO);
     float* lse_out = lse_origin(p, work);
     const int seqlen_q = masks.mask_geometry().seqlen_q;
-    if constexpr (kTmaFor<Work>) {
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
+    if constexpr (Traits::kStoreOByTma) {
+      if (tma_may_store(work, thread_idx / 128, seqlen_q)) {
         CUTE_UNROLL
-        for (int j = 0; j < size<1>(o); ++j) o(r, j) *= inverse_sum[r];
-        const int row = work.m_block * Traits::kBlockM + get<0>(coords(r, 0));
-        if (row < seqlen_q && thread_idx % 4 == 0) lse_out[row] = lse[r];
+        for (int r = 0; r < kRows; ++r) {
+          CUTE_UNROLL
+          for (int j = 0; j < size<1>(o); ++j) o(r, j) *= inverse_sum[r];
+          const int row = work.m_block * Traits::kBlockM + get<0>(coords(r, 0));
+          if (row < seqlen_q && thread_idx % 4 == 0) lse_out[row] = lse[r];
+        }
+        store_by_tma(p, thread_idx, work, tOrO, smem_o);
+        return;
       }
-      store_by_tma(p, thread_idx, work, tOrO, smem_o);
-      return;
     }
     Element* out = out_origin(p, work);
     CUTE_UNROLL
@@ -144,9 +151,9 @@ struct FwdEpilogueSm90 {
   // The warpgroup's 64 rows of the scaled O: stmatrix into its block of the
   // staging buffer once its previous store has read it, then one TMA store
   // from its first thread, awaited only before the next one (or the exit).
-  template <class FragO>
-  static CUTE_DEVICE void store_by_tma(Params const& p, int thread_idx, schedule::ForwardWorkTile const& work,
-                                       FragO const& tOrO, Element* smem_o) {
+  template <class Work, class FragO>
+  static CUTE_DEVICE void store_by_tma(Params const& p, int thread_idx, Work const& work, FragO const& tOrO,
+                                       Element* smem_o) {
     using namespace cute;
     const int warpgroup = thread_idx / 128;
     const bool issuer = thread_idx % 128 == 0;
@@ -163,7 +170,8 @@ struct FwdEpilogueSm90 {
     named_barrier_sync(barrier, 128);
     if (issuer) {
       Tensor mO = p.tma_o.get_tma_tensor(p.shape_o);
-      Tensor gO = local_tile(mO(_, _, work.head, work.batch), TileO{},
+      using Mainloop = FwdMainloopSm90<Traits>;
+      Tensor gO = local_tile(Mainloop::rows_of(mO, work.head, Mainloop::q_rows(work)), TileO{},
                              make_coord(work.m_block * Traits::kConsumerWarpgroups + warpgroup, 0));
       Tensor sOw = make_tensor(make_smem_ptr(smem_o + warpgroup * cosize_v<typename Traits::SmemLayoutOWarpgroup>),
                                typename Traits::SmemLayoutOWarpgroup{});

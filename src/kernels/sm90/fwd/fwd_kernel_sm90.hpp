@@ -163,6 +163,7 @@ class FwdKernelSm90 {
           Epilogue::store(params.epilogue, masks, thread_idx, work, tOrO, softmax, smem.o.data());
           work = take_hand_off(smem, full_phase);
         }
+        Epilogue::finish(thread_idx);
       } else {
         // The same steps as the varlen loop, written out: as one lambda for
         // both loops this kernel compiles to other SASS (944 of 6194 lines of

@@ -73,10 +73,11 @@ struct FwdTraits {
 
   // O leaves through shared memory and a TMA store per consumer warpgroup
   // (its 64 rows) where the buffer fits: hdim 64 and 128 (+24 / +32 KB);
-  // hdim 256 (Q + 2 x (K + V) = 224 KB) and varlen batches store from the
-  // registers. The register epilogue cost each consumer warp ~370
-  // instructions per tile (ncu, H200, hdim 128 full 4 x 4k: 1114 against
-  // FlashAttention-4's 747 with a TMA store), a fifth of a 512-row tile's.
+  // hdim 256 (Q + 2 x (K + V) = 224 KB) stores from the registers, and so
+  // does a varlen sequence's last partial 64 rows (fwd_epilogue_sm90.hpp).
+  // The register epilogue cost each consumer warp ~370 instructions per tile
+  // (ncu, H200, hdim 128 full 4 x 4k: 1114 against FlashAttention-4's 747
+  // with a TMA store), a fifth of a 512-row tile's.
   static constexpr bool kStoreOByTma = kHeadDim <= 128;
   using SmemLayoutOWarpgroup = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
                                                             cute::Shape<cute::_64, cute::Int<kHeadDim>>{}));
