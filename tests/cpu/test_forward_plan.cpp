@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -147,6 +148,28 @@ TEST(ForwardPlan, SectionsKeepKeysAndValuesWithinTheL2Budget) {
   EXPECT_EQ(plan_forward(gqa, false, 132).section_heads, 8);
   // Short sequences: the budget allows all 12 heads of 5 tiles (60 tiles, one partial wave).
   EXPECT_EQ(plan_forward(ProblemShape{3, 640, 640, 4, 4, 128}, false, 132).section_heads, 12);
+}
+
+// A varlen sequence's tiles go in the order the same sequence alone takes
+// (its heads in the same L2 sections), whatever its neighbours: a long
+// sequence in sections, short ones with every head side by side.
+TEST(ForwardPlan, VarlenSequencesTakeTheSectionsOfTheSequenceAlone) {
+  for (const auto& [seqlen, heads_kv] : {std::pair{8192, 4}, std::pair{8192, 1}, std::pair{512, 4}, std::pair{3000, 2}}) {
+    const ProblemShape alone{1, seqlen, seqlen, 4, heads_kv, 128};
+    const ForwardPlan fixed = plan_forward(alone, false, 132);
+    // The sequence between a short one and a long one.
+    const std::vector<int32_t> cu{0, 100, 100 + seqlen, 100 + seqlen + 9000};
+    const VarlenLengths lengths{cu.back(), cu.back(), cu.data(), cu.data(), nullptr, nullptr};
+    const schedule::VarlenForwardTiles varlen =
+        plan_forward_varlen(ProblemShape{3, 9000, 9000, 4, heads_kv, 128}, lengths, false, 132);
+    ASSERT_EQ(varlen.tiles_of(1), fixed.tiles);
+    for (int i = 0; i < fixed.tiles; ++i) {
+      const ForwardWorkTile f = fixed.work_tile(i);
+      const schedule::VarlenForwardWork v = varlen.work(1, i);
+      EXPECT_EQ(v.m_block, f.m_block) << seqlen << " rows, tile " << i;
+      EXPECT_EQ(v.head, f.head) << seqlen << " rows, tile " << i;
+    }
+  }
 }
 
 // forward_tile_for: hdim 64 runs the 192-row tile except on banded masks

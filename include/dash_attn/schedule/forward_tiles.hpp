@@ -15,6 +15,45 @@ struct ForwardWorkTile {
   int batch;
 };
 
+// L2 sections, for both tile orders (ForwardPlan; VarlenForwardTiles within
+// each sequence): the heads whose query tiles run together read
+// kForwardL2SectionBytes of K and V, and at least one wave of tiles. With
+// 32 MB the tiles in flight at hdim 128 full 4 x 4k spanned 16 heads and read
+// 746 MB from DRAM (ncu, H200; ~268 MB are compulsory, FlashAttention-4 read
+// 261 MB): a head's K/V left L2 before its later query tiles came. 8 MB keeps
+// about one wave's heads: +2-6% on that row, 0-5% on the other hdim 64/128
+// rows (H200, docs/perf_log.md 2026-12-03). Half a wave per section (hdim 256
+// causal 4 x 4k: 2 heads of 32 tiles) cost 7%; a floor of two waves under
+// banded masks read 2-5% below the 32 MB order on long causal rows beside the
+// peers, so one wave it is.
+inline constexpr long long kForwardL2SectionBytes = 8ll << 20;
+
+// Heads per section, of `heads` heads of m_blocks query tiles each reading
+// kv_bytes_per_head of K and V, for `grid` persistent CTAs.
+DASH_HOST_DEVICE constexpr int forward_section_heads(long long kv_bytes_per_head, int m_blocks, int grid, int heads) {
+  const long long budget = kForwardL2SectionBytes / (kv_bytes_per_head > 1 ? kv_bytes_per_head : 1);
+  const long long wave = m_blocks > 0 ? (grid + m_blocks - 1) / m_blocks : 1;
+  const long long wanted = budget > wave ? budget : wave;
+  return wanted < 1 ? 1 : wanted > heads ? heads : static_cast<int>(wanted);
+}
+
+// Tile `index` of `heads` heads of m_blocks query tiles each, taken in
+// sections of section_heads: inside a section by descending m_block (under a
+// causal mask the longest tiles start first and the short ones fill the
+// tail), the section's heads side by side.
+struct SectionTile {
+  int m_block;
+  int head;  // of the `heads` the order covers
+};
+DASH_HOST_DEVICE constexpr SectionTile section_tile(int index, int section_heads, int m_blocks, int heads) {
+  const int section_tiles = section_heads * m_blocks;
+  const int section = index / section_tiles;
+  const int first_head = section * section_heads;
+  const int rest = index - section * section_tiles;
+  const int heads_here = heads - first_head < section_heads ? heads - first_head : section_heads;
+  return SectionTile{m_blocks - 1 - rest / heads_here, first_head + rest % heads_here};
+}
+
 // Plain data: computed once on the host, read by every CTA.
 struct ForwardPlan {
   TileShape tile;
@@ -34,18 +73,11 @@ struct ForwardPlan {
   int window_left = -1;
   int window_right = -1;
 
-  // Tile `index` of the global order. Heads are taken in sections small enough
-  // that their K and V stay in L2 while every query tile of the section runs;
-  // inside a section the tiles go by descending m_block, so under a causal
-  // mask the longest tiles start first and the short ones fill the tail.
+  // Tile `index` of the global order: the (batch, head) pairs in L2 sections
+  // (section_tile).
   DASH_HOST_DEVICE ForwardWorkTile work_tile(int index) const {
-    const int section_tiles = section_heads * m_blocks;
-    const int section = index / section_tiles;
-    const int first_group = section * section_heads;
-    const int rest = index - section * section_tiles;
-    const int groups_here = head_groups - first_group < section_heads ? head_groups - first_group : section_heads;
-    const int group = first_group + rest % groups_here;
-    return ForwardWorkTile{m_blocks - 1 - rest / groups_here, group % heads, group / heads};
+    const SectionTile at = section_tile(index, section_heads, m_blocks, head_groups);
+    return ForwardWorkTile{at.m_block, at.head % heads, at.head / heads};
   }
 
   // Who takes which tile of that order (dynamic persistent schedule). CTA c

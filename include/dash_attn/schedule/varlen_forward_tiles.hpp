@@ -20,6 +20,7 @@
 
 #include "dash_attn/host_device.hpp"
 #include "dash_attn/mask/mask_geometry.hpp"
+#include "dash_attn/schedule/forward_tiles.hpp"
 #include "dash_attn/schedule/sequence_rows.hpp"
 #include "dash_attn/tile_config.hpp"
 
@@ -51,6 +52,7 @@ struct VarlenForwardTiles {
   const int32_t* seqused_k = nullptr;
   int window_left = -1;  // as ForwardPlan's: each sequence's own band
   int window_right = -1;
+  long long kv_row_bytes = 0;  // K and V bytes per key row over every KV head (the L2 sections)
 
   // Rows of sequence s in the packed tensors (clamped: sequence_rows.hpp).
   DASH_HOST_DEVICE SequenceRows rows_q(int s) const { return sequence_rows(cu_seqlens_q, seqused_q, total_q, s); }
@@ -67,11 +69,17 @@ struct VarlenForwardTiles {
   DASH_HOST_DEVICE int tiles_of(int s, TileShape t) const { return m_blocks(rows_q(s).length, t) * heads; }
   DASH_HOST_DEVICE int tiles_of(int s) const { return tiles_of(s, tile); }
 
-  // Tile `local` of sequence s (0 <= local < tiles_of(s)).
+  // Tile `local` of sequence s (0 <= local < tiles_of(s)): the sequence's
+  // heads in L2 sections as a fixed-length batch's (section_tile), which a
+  // long sequence needs (hdim 128 full 2 x 8k: 16 heads of 4 MB K/V each
+  // in flight at once read 0.90 of the fixed-length kernel, H200 2026-12-03);
+  // a short one's sections take all its heads (a wave's floor).
   DASH_HOST_DEVICE VarlenForwardWork work(int s, int local, TileShape t) const {
     const SequenceRows q = rows_q(s), k = rows_k(s);
-    return VarlenForwardWork{m_blocks(q.length, t) - 1 - local / heads, local % heads, s, q.begin, k.begin, q.length,
-                             k.length};
+    const int m = m_blocks(q.length, t);
+    const int section_heads = forward_section_heads(k.length * kv_row_bytes / heads, m, grid, heads);
+    const SectionTile at = section_tile(local, section_heads, m, heads);
+    return VarlenForwardWork{at.m_block, at.head, s, q.begin, k.begin, q.length, k.length};
   }
   DASH_HOST_DEVICE VarlenForwardWork work(int s, int local) const { return work(s, local, tile); }
   DASH_HOST_DEVICE VarlenForwardWork end_of_work() const { return VarlenForwardWork{0, 0, batch, 0, 0, 0, 0}; }

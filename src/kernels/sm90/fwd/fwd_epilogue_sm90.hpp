@@ -3,11 +3,11 @@
 // consumer warpgroup stages its 64 rows of O in shared memory and one of its
 // threads stores them by TMA: at equal lengths always (TMA drops the rows
 // beyond seqlen_q), in a varlen batch when the 64 rows lie wholly inside the
-// sequence (past its end they would land in the next sequence's rows).
-// Otherwise (hdim 256, a varlen sequence's last rows) O goes straight from the
-// registers, each quad of threads writing whole 32-byte sectors of a row and
-// rows beyond the sequence simply not stored. The LSE always goes from the
-// registers.
+// sequence (past its end they would land in the next sequence's rows), except
+// on the tall tile. Otherwise (hdim 256, a varlen sequence's last rows, the
+// tall tile's varlen kernel) O goes straight from the registers, each quad of
+// threads writing whole 32-byte sectors of a row and rows beyond the sequence
+// simply not stored. The LSE always goes from the registers.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -62,9 +62,13 @@ struct FwdEpilogueSm90 {
 
   // Whether consumer warpgroup `warpgroup` may store its 64 rows by TMA
   // (given Traits::kStoreOByTma): at equal lengths always, in a varlen batch
-  // when no row lies past the sequence.
+  // when no row lies past the sequence. Not the tall tile's varlen kernel:
+  // with both stores its consumers (160 registers) spilled 56 / 76 B and it
+  // read 2-5% slower than with register stores alone (hdim 64, H200,
+  // 2026-12-03, docs/perf_log.md).
   static CUTE_DEVICE bool tma_may_store(schedule::ForwardWorkTile const&, int, int) { return true; }
   static CUTE_DEVICE bool tma_may_store(schedule::VarlenForwardWork const& work, int warpgroup, int seqlen_q) {
+    if constexpr (Traits::kConsumerWarpgroups == 3) return false;
     return work.m_block * Traits::kBlockM + (warpgroup + 1) * 64 <= seqlen_q;
   }
 
