@@ -10,8 +10,11 @@ namespace dash_attn::host {
 namespace {
 // Causal or a window: the masks whose diagonal tiles forward_tile_for weighs.
 bool banded(bool causal, int window_left, int window_right) { return causal || window_left >= 0 || window_right >= 0; }
-// Bytes of K and V per key row over every KV head (2-byte elements).
-long long kv_row_bytes(const ProblemShape& s) { return 2 * 2 * s.head_dim * s.heads_kv; }
+// The L2 sections' budget in key rows per query head: K and V (2-byte
+// elements) of every KV head, shared by the query heads.
+int section_key_rows(const ProblemShape& s) {
+  return schedule::forward_section_key_rows(2 * 2 * s.head_dim * s.heads_kv, s.heads_q);
+}
 }  // namespace
 
 schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_count, int window_left,
@@ -32,10 +35,8 @@ schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_co
   p.head_groups = static_cast<int>(groups);
   p.tiles = p.m_blocks * p.head_groups;
   p.grid = std::max(1, std::min(p.tiles, sm_count));
-  // K and V bytes one query head reads (a GQA group shares them), in L2
-  // sections (schedule::kForwardL2SectionBytes says why).
-  const long long kv_bytes = s.seqlen_k * kv_row_bytes(s) / s.heads_q;
-  p.section_heads = schedule::forward_section_heads(kv_bytes, p.m_blocks, p.grid, p.head_groups);
+  // L2 sections (schedule::kForwardL2SectionBytes says why).
+  p.section_heads = schedule::forward_section_heads(section_key_rows(s), p.seqlen_k, p.m_blocks, p.grid, p.head_groups);
   return p;
 }
 
@@ -57,7 +58,7 @@ schedule::VarlenForwardTiles plan_forward_varlen(const ProblemShape& s, const Va
   t.seqused_k = lengths.seqused_k;
   const long long bound = schedule::varlen_forward_tile_bound(s.batch, s.heads_q, s.seqlen_q, t.tile.block_m);
   t.grid = static_cast<int>(std::max(1ll, std::min<long long>(bound, sm_count)));
-  t.kv_row_bytes = kv_row_bytes(s);
+  t.section_key_rows = section_key_rows(s);
   return t;
 }
 

@@ -28,13 +28,21 @@ struct ForwardWorkTile {
 // peers, so one wave it is.
 inline constexpr long long kForwardL2SectionBytes = 8ll << 20;
 
-// Heads per section, of `heads` heads of m_blocks query tiles each reading
-// kv_bytes_per_head of K and V, for `grid` persistent CTAs.
-DASH_HOST_DEVICE constexpr int forward_section_heads(long long kv_bytes_per_head, int m_blocks, int grid, int heads) {
-  const long long budget = kForwardL2SectionBytes / (kv_bytes_per_head > 1 ? kv_bytes_per_head : 1);
-  const long long wave = m_blocks > 0 ? (grid + m_blocks - 1) / m_blocks : 1;
-  const long long wanted = budget > wave ? budget : wave;
-  return wanted < 1 ? 1 : wanted > heads ? heads : static_cast<int>(wanted);
+// The budget in key rows of one query head: kv_row_bytes of K and V per key
+// row over every KV head, shared by `heads` query heads (host side, once).
+inline constexpr int forward_section_key_rows(long long kv_row_bytes, long long heads) {
+  const long long rows = kForwardL2SectionBytes * heads / (kv_row_bytes > 1 ? kv_row_bytes : 1);
+  return rows > (1ll << 30) ? 1 << 30 : static_cast<int>(rows);
+}
+// Heads per section, of `heads` heads of m_blocks query tiles over seqlen_k
+// keys each, for `grid` persistent CTAs. 32-bit: the varlen producer warp
+// decodes it per tile in 24 registers (64-bit divisions spilled 48 B there).
+DASH_HOST_DEVICE constexpr int forward_section_heads(int section_key_rows, int seqlen_k, int m_blocks, int grid,
+                                                     int heads) {
+  const int budget = section_key_rows / (seqlen_k > 1 ? seqlen_k : 1);
+  const int wave = m_blocks > 0 ? (grid + m_blocks - 1) / m_blocks : 1;
+  const int wanted = budget > wave ? budget : wave;
+  return wanted < 1 ? 1 : wanted > heads ? heads : wanted;
 }
 
 // Tile `index` of `heads` heads of m_blocks query tiles each, taken in

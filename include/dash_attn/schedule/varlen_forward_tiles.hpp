@@ -52,7 +52,7 @@ struct VarlenForwardTiles {
   const int32_t* seqused_k = nullptr;
   int window_left = -1;  // as ForwardPlan's: each sequence's own band
   int window_right = -1;
-  long long kv_row_bytes = 0;  // K and V bytes per key row over every KV head (the L2 sections)
+  int section_key_rows = 1 << 30;  // the L2 sections' budget (forward_section_key_rows)
 
   // Rows of sequence s in the packed tensors (clamped: sequence_rows.hpp).
   DASH_HOST_DEVICE SequenceRows rows_q(int s) const { return sequence_rows(cu_seqlens_q, seqused_q, total_q, s); }
@@ -77,7 +77,7 @@ struct VarlenForwardTiles {
   DASH_HOST_DEVICE VarlenForwardWork work(int s, int local, TileShape t) const {
     const SequenceRows q = rows_q(s), k = rows_k(s);
     const int m = m_blocks(q.length, t);
-    const int section_heads = forward_section_heads(k.length * kv_row_bytes / heads, m, grid, heads);
+    const int section_heads = forward_section_heads(section_key_rows, k.length, m, grid, heads);
     const SectionTile at = section_tile(local, section_heads, m, heads);
     return VarlenForwardWork{at.m_block, at.head, s, q.begin, k.begin, q.length, k.length};
   }
