@@ -142,7 +142,9 @@ TEST(ForwardPlan, SectionsKeepKeysAndValuesWithinTheL2Budget) {
   // a wave of 132 tiles needs 3 heads of 64 query tiles.
   const ProblemShape s{3, 8192, 8192, 4, 4, 128};
   EXPECT_EQ(plan_forward(s, false, 132).section_heads, 3);
-  EXPECT_EQ(plan_forward(s, true, 132).section_heads, 3);  // the same under a causal mask
+  // A banded mask's budget is 4x (32 MB): 8 heads.
+  EXPECT_EQ(plan_forward(s, true, 132).section_heads, 8);
+  EXPECT_EQ(plan_forward(s, false, 132, 1000, 0).section_heads, 8);
   // Four query heads share one 4 MB K/V head: 1 MB each, so 8 heads fit.
   const ProblemShape gqa{3, 8192, 8192, 8, 2, 128};
   EXPECT_EQ(plan_forward(gqa, false, 132).section_heads, 8);

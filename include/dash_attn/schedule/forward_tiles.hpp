@@ -23,9 +23,12 @@ struct ForwardWorkTile {
 // 261 MB): a head's K/V left L2 before its later query tiles came. 8 MB keeps
 // about one wave's heads: +2-6% on that row, 0-5% on the other hdim 64/128
 // rows (H200, docs/perf_log.md 2026-12-03). Half a wave per section (hdim 256
-// causal 4 x 4k: 2 heads of 32 tiles) cost 7%; a floor of two waves under
-// banded masks read 2-5% below the 32 MB order on long causal rows beside the
-// peers, so one wave it is.
+// causal 4 x 4k: 2 heads of 32 tiles) cost 7%, so a section holds at least one
+// wave. Banded masks (causal, windows) take 4x the budget (the host's
+// section_key_rows): a banded tile reads only part of its head's keys, and
+// with 32 MB the alternating A/B had causal rows at 1.00-1.17 (hdim 128
+// causal 16 x 1k 1.17, hdim 256 causal 4 x 4k 1.08) where full rows lost
+// up to 5% (H200, docs/perf_log.md, sixteenth session).
 inline constexpr long long kForwardL2SectionBytes = 8ll << 20;
 
 // The budget in key rows of one query head: kv_row_bytes of K and V per key
