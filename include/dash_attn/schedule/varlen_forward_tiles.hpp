@@ -72,11 +72,17 @@ struct VarlenForwardTiles {
   // Tile `local` of sequence s (0 <= local < tiles_of(s)): the sequence's
   // heads in L2 sections as a fixed-length batch's (section_tile), which a
   // long sequence needs (hdim 128 full 2 x 8k: 16 heads of 4 MB K/V each
-  // in flight at once read 0.90 of the fixed-length kernel, H200 2026-12-03);
-  // a short one's sections take all its heads (a wave's floor).
+  // in flight at once read 0.90 of the fixed-length kernel, H200 2026-12-03).
+  // A sequence whose heads' keys all fit the budget is one section, decoded
+  // with one division instead of section_tile's four: the general decode cost
+  // 512-row sequences 6-7% of the forward (varlen / fixed, hdim 128 full 0.97
+  // -> 0.90, H200, docs/perf_log.md sixteenth session), the same order.
   DASH_HOST_DEVICE VarlenForwardWork work(int s, int local, TileShape t) const {
     const SequenceRows q = rows_q(s), k = rows_k(s);
     const int m = m_blocks(q.length, t);
+    if (static_cast<long long>(k.length) * heads <= section_key_rows) {
+      return VarlenForwardWork{m - 1 - local / heads, local % heads, s, q.begin, k.begin, q.length, k.length};
+    }
     const int section_heads = forward_section_heads(section_key_rows, k.length, m, grid, heads);
     const SectionTile at = section_tile(local, section_heads, m, heads);
     return VarlenForwardWork{at.m_block, at.head, s, q.begin, k.begin, q.length, k.length};
