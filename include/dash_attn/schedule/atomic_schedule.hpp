@@ -17,8 +17,12 @@ struct AtomicSchedule {
   DASH_HOST_DEVICE static int items_per_head(const HeadTiles& t) { return t.kv_tiles(); }
   DASH_HOST_DEVICE static int chains_in_item(const HeadTiles&, int) { return 1; }
   DASH_HOST_DEVICE static int item_chain(const HeadTiles&, int item, int) { return item; }
-  // From the last Q tile of the band (q_tiles() - 1 without a left bound) down.
-  DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) { return t.q_end(kv) - 1 - step; }
+  // From the last Q tile of the band (q_tiles() - 1 without a left bound)
+  // down: kQStride Q tiles per step from first_q_tile (ChainCursor keeps both
+  // and adds per step, instead of a switch over the kinds per step).
+  static constexpr int kQStride = -1;
+  DASH_HOST_DEVICE static int first_q_tile(const HeadTiles& t, int kv) { return t.q_end(kv) - 1; }
+  DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) { return first_q_tile(t, kv) + kQStride * step; }
   DASH_HOST_DEVICE static int rank(const HeadTiles&, int, int) { return kUnordered; }
   // Nothing waits, so one resident CTA suffices.
   DASH_HOST_DEVICE static int wave_size(const HeadTiles&) { return 1; }

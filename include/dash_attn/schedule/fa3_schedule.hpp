@@ -21,7 +21,11 @@ struct Fa3Schedule {
   DASH_HOST_DEVICE static int item_chain(const HeadTiles& t, int item, int) {
     return t.causal ? t.kv_tiles() - 1 - item : item;
   }
-  DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) { return t.q_begin(kv) + step; }
+  // A chain steps by kQStride Q tiles from first_q_tile (ChainCursor keeps
+  // both and adds per step, instead of a switch over the kinds per step).
+  static constexpr int kQStride = 1;
+  DASH_HOST_DEVICE static int first_q_tile(const HeadTiles& t, int kv) { return t.q_begin(kv); }
+  DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) { return first_q_tile(t, kv) + kQStride * step; }
   DASH_HOST_DEVICE static int rank(const HeadTiles& t, int kv, int q) {
     return t.causal ? t.kv_end(q) - 1 - kv : kv - t.kv_begin(q);
   }

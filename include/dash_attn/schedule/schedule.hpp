@@ -37,13 +37,23 @@ DASH_HOST_DEVICE auto visit_schedule(ScheduleKind kind, Op op) {
 // for every q-head in turn; else the chain's Q tiles for one q-head, then for
 // the next (Schedule::heads_innermost says which, and why). One loop over
 // every step, not a loop per q-head: the nested loop cost the hdim 128
-// backward's MMA warpgroups +204 B of spill stores (ptxas).
+// backward's MMA warpgroups +204 B of spill stores (ptxas). Schedules with
+// a fixed stride (atomic, descending, fa3: kQStride != 0) find the chain's
+// first Q tile once and add the stride per step; the wave schedules compute
+// each step's tile in their own closed form.
 class ChainCursor {
  public:
   DASH_HOST_DEVICE ChainCursor(ScheduleKind kind, const HeadTiles& tiles, int kv, int passes = 1,
                                bool heads_innermost = true)
       : kind_(kind), tiles_(tiles), kv_(kv), length_(tiles.chain_length(kv)), passes_(passes),
-        steps_(length_ * passes), heads_innermost_(heads_innermost) {}
+        steps_(length_ * passes), heads_innermost_(heads_innermost) {
+    visit_schedule(kind, [&](auto s) {
+      using S = decltype(s);
+      q_stride_ = S::kQStride;
+      if constexpr (S::kQStride != 0) first_q_ = S::first_q_tile(tiles, kv);
+      return 0;
+    });
+  }
 
   DASH_HOST_DEVICE bool valid() const { return step_ < steps_; }
   DASH_HOST_DEVICE void advance() {
@@ -60,6 +70,7 @@ class ChainCursor {
   DASH_HOST_DEVICE int kv() const { return kv_; }
 
   DASH_HOST_DEVICE int q_tile() const {
+    if (q_stride_ != 0) return first_q_ + q_stride_ * q_step_;
     const HeadTiles& t = tiles_;
     const int kv = kv_, step = q_step_;
     return visit_schedule(kind_, [&](auto s) { return s.q_tile(t, kv, step); });
@@ -82,6 +93,8 @@ class ChainCursor {
   bool heads_innermost_;
   int q_step_ = 0;  // step within the Q tiles of one q-head
   int pass_ = 0;
+  int q_stride_ = 0;  // the schedule's kQStride (0: q_tile in its closed form)
+  int first_q_ = 0;   // with a stride: the Q tile of step 0
 };
 
 class Schedule {

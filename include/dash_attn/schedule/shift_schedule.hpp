@@ -33,6 +33,7 @@ struct ShiftSchedule {
   DASH_HOST_DEVICE static int chains_in_item(const HeadTiles&, int) { return 1; }
   DASH_HOST_DEVICE static int item_chain(const HeadTiles&, int item, int) { return item; }
 
+  static constexpr int kQStride = 0;  // no fixed stride: the wrap at q_tiles
   DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) {
     const WaveSplit w = waves(t);
     const int a = kv - w.first_of(w.wave_of(kv));

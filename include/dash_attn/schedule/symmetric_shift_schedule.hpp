@@ -75,6 +75,7 @@ struct SymmetricShiftSchedule {
     return slot == 0 ? item : t.kv_tiles() - 1 - item;
   }
 
+  static constexpr int kQStride = 0;  // no fixed stride: the wrap inside the rectangle
   DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) {
     const int n_q = t.q_tiles();
     const int p = pair_of(t, kv);
