@@ -34,8 +34,10 @@ std::size_t backward_workspace_size(const ProblemShape& shape, const Options& op
 // The backward of a variable-length batch (types.hpp, VarlenBackwardArgs).
 // Deterministic as backward(); in addition a sequence's dq, dk, dv are
 // bitwise the same whatever else is packed around it, and equal to
-// backward() on that sequence alone. Schedules: atomic, fa3, descending
-// (auto: descending); the wave schedules (shift, symmetric_shift) are refused.
+// backward() on that sequence alone under the same schedule. Schedules:
+// atomic, fa3, descending (auto: descending, whatever the lengths; backward()'s
+// auto runs fa3 on short causal heads, schedule/resolve.hpp, so compare under
+// fa3 or descending); the wave schedules (shift, symmetric_shift) are refused.
 // Every row of dq, dk, dv is written: rows no sequence owns (before the
 // first, seqused slack, after the last) get zero, their gradient, so the
 // outputs need no initialisation.

@@ -29,8 +29,10 @@ TEST(BackwardPlan, ShiftFollowsTheMaskAndAutoTheShape) {
   const ProblemShape s{2, 1000, 1000, 4, 2, 128};
   EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kShift, true)), ScheduleKind::kSymmetricShift);
   EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kSymmetricShift, false)), ScheduleKind::kShift);
-  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, true)), ScheduleKind::kDescending);
+  EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, true)), ScheduleKind::kFA3);  // 64 x 128, 8 KV tiles
   EXPECT_EQ(host::backward_schedule(s, with(ScheduleKind::kAuto, false)), ScheduleKind::kDescending);
+  const ProblemShape long_rows{2, 4096, 4096, 4, 2, 128};  // 32 KV tiles
+  EXPECT_EQ(host::backward_schedule(long_rows, with(ScheduleKind::kAuto, true)), ScheduleKind::kDescending);
   const ProblemShape square_tiles{1, 1000, 1000, 4, 4, 64};  // hdim 64: 128 x 128 tiles, 8 KV tiles
   EXPECT_EQ(host::backward_schedule(square_tiles, with(ScheduleKind::kAuto, true)), ScheduleKind::kFA3);
   EXPECT_EQ(host::backward_schedule(square_tiles, with(ScheduleKind::kAuto, false)), ScheduleKind::kDescending);

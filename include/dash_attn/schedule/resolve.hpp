@@ -9,9 +9,11 @@
 
 namespace dash_attn::schedule {
 
-// Causal heads with at least this many KV tiles run descending under auto
-// even with square tiles (see below).
+// Causal heads with at least this many KV tiles run descending under auto,
+// fewer run fa3 (see below): square tiles (hdim 64's 128 x 128, hdim 256's
+// 64 x 64) from 64 KV tiles, hdim 128's 64 x 128 from 16.
 inline constexpr int kAutoDescendingMinKvTiles = 64;
+inline constexpr int kAutoDescendingMinKvTilesShortQ = 16;
 
 // GQA/MQA: q-heads of a KV head that one chain walks, one after the other,
 // against its KV tile (Schedule::chain_heads). A chain that walks the whole
@@ -40,11 +42,14 @@ DASH_HOST_DEVICE inline int default_chain_heads(const TileProblem& p) {
 // - auto follows what our kernel measured on the H200 (docs/perf_log.md,
 //   2026-12-01, two dQ writers and 8 interleaved heads; bf16 hdim 64/128,
 //   seqlen 512-16k): descending, which is within 3% of fa3 or ahead on every
-//   full row (both add in ascending KV order there: the same bits) and ahead
-//   by 5-30% on hdim 128 causal rows (64 x 128 tiles); except causal heads
-//   with square tiles (hdim 64's 128 x 128, hdim 256's 64 x 64) and fewer
-//   than 64 KV tiles, where fa3 is ahead by 2-11% (hdim 256: 1-6% at 512-2k,
-//   while descending is 14-65% ahead from 64 KV tiles, 2026-12-01 b228d52). A varlen causal batch gets descending whatever its
+//   full row (both add in ascending KV order there: the same bits) and on
+//   long causal rows; except causal heads of few KV tiles, where fa3 is
+//   ahead: with square tiles (hdim 64's 128 x 128, hdim 256's 64 x 64) under
+//   64 KV tiles by 2-11% (hdim 256: 1-6% at 512-2k, while descending is
+//   14-65% ahead from 64 KV tiles, 2026-12-01 b228d52); with hdim 128's
+//   64 x 128 tiles under 16 KV tiles by 13% / 17% at 512 / 1k (200.7 / 302.1
+//   TFLOPS against 180.0 / 255.2; at 2k descending 404.9, fa3 400.0; H200,
+//   483cb34, docs/perf_log.md seventeenth session). A varlen causal batch gets descending whatever its
 //   lengths: choosing by length would let other sequences of the batch change
 //   a sequence's bits. A sliding window gets descending (never a wave
 //   schedule: see supports_window), chosen on the raw window values, not on
@@ -61,10 +66,10 @@ DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const T
       return p.causal ? ScheduleKind::kSymmetricShift : ScheduleKind::kShift;
     case ScheduleKind::kAuto: {
       if (p.has_window()) return ScheduleKind::kDescending;
-      if (!p.causal || p.is_varlen() || p.block_m < p.block_n || default_chain_heads(p) > 1)
-        return ScheduleKind::kDescending;
+      if (!p.causal || p.is_varlen() || default_chain_heads(p) > 1) return ScheduleKind::kDescending;
       const int kv_tiles = (p.seqlen_k + p.block_n - 1) / p.block_n;
-      return kv_tiles >= kAutoDescendingMinKvTiles ? ScheduleKind::kDescending : ScheduleKind::kFA3;
+      const int descending_from = p.block_m < p.block_n ? kAutoDescendingMinKvTilesShortQ : kAutoDescendingMinKvTiles;
+      return kv_tiles >= descending_from ? ScheduleKind::kDescending : ScheduleKind::kFA3;
     }
     default:
       return kind;
