@@ -18,8 +18,7 @@ struct AtomicSchedule {
   DASH_HOST_DEVICE static int chains_in_item(const HeadTiles&, int) { return 1; }
   DASH_HOST_DEVICE static int item_chain(const HeadTiles&, int item, int) { return item; }
   // From the last Q tile of the band (q_tiles() - 1 without a left bound)
-  // down: kQStride Q tiles per step from first_q_tile (ChainCursor keeps both
-  // and adds per step, instead of a switch over the kinds per step).
+  // down (kQStride: see ChainCursor).
   static constexpr int kQStride = -1;
   DASH_HOST_DEVICE static int first_q_tile(const HeadTiles& t, int kv) { return t.q_end(kv) - 1; }
   DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) { return first_q_tile(t, kv) + kQStride * step; }

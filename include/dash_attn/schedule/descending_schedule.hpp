@@ -20,8 +20,7 @@ struct DescendingSchedule {
   DASH_HOST_DEVICE static int items_per_head(const HeadTiles& t) { return t.kv_tiles(); }
   DASH_HOST_DEVICE static int chains_in_item(const HeadTiles&, int) { return 1; }
   DASH_HOST_DEVICE static int item_chain(const HeadTiles&, int item, int) { return item; }
-  // A chain steps by kQStride Q tiles from first_q_tile (ChainCursor keeps
-  // both and adds per step, instead of a switch over the kinds per step).
+  // kQStride: see ChainCursor.
   static constexpr int kQStride = -1;
   DASH_HOST_DEVICE static int first_q_tile(const HeadTiles& t, int kv) { return t.q_end(kv) - 1; }
   DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) { return first_q_tile(t, kv) + kQStride * step; }

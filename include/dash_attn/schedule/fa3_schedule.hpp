@@ -21,8 +21,7 @@ struct Fa3Schedule {
   DASH_HOST_DEVICE static int item_chain(const HeadTiles& t, int item, int) {
     return t.causal ? t.kv_tiles() - 1 - item : item;
   }
-  // A chain steps by kQStride Q tiles from first_q_tile (ChainCursor keeps
-  // both and adds per step, instead of a switch over the kinds per step).
+  // kQStride: see ChainCursor.
   static constexpr int kQStride = 1;
   DASH_HOST_DEVICE static int first_q_tile(const HeadTiles& t, int kv) { return t.q_begin(kv); }
   DASH_HOST_DEVICE static int q_tile(const HeadTiles& t, int kv, int step) { return first_q_tile(t, kv) + kQStride * step; }
