@@ -40,9 +40,15 @@ struct BwdMainloop {
     typename Traits::TiledMmaSdP mma_sdp;
     typename Traits::TiledMmaDkv mma_dkv;
     typename Traits::TiledMmaDq mma_dq;
+    // Shared-memory operands by warpgroup (descriptors in uniform registers,
+    // no R2UR before each HGMMA), accumulators by thread. H200 A/B, 2026-12-03
+    // (docs/perf_log.md): hdim 128 +0-6% (full 8k +6%), hdim 64 -1-3% (its
+    // spills rose 824 -> 856 B), so hdim 64 keeps the thread's own index.
+    const int warpgroup_thread = kHeadDim > 64 ? warpgroup_first_thread(thread) : thread;
     auto thr_sdp = mma_sdp.get_thread_slice(thread);
-    auto thr_dkv = mma_dkv.get_thread_slice(thread);
-    auto thr_dq = mma_dq.get_thread_slice(thread);
+    auto wg_sdp = mma_sdp.get_thread_slice(warpgroup_thread);
+    auto wg_dkv = mma_dkv.get_thread_slice(warpgroup_thread);
+    auto wg_dq = mma_dq.get_thread_slice(warpgroup_thread);
 
     Tensor s_q = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQ{});
     Tensor s_qt = make_tensor(make_smem_ptr(smem.q), typename Traits::SmemLayoutQt{});
@@ -56,14 +62,14 @@ struct BwdMainloop {
     // P^T stages after the dS stages (kSplitHeadDim: P^T goes through shared memory too).
     Tensor s_pt = make_tensor(make_smem_ptr(smem.ds + kDsElements), typename Traits::SmemLayoutDst{});
 
-    Tensor t_k = thr_sdp.partition_fragment_A(s_k);
-    Tensor t_v = thr_sdp.partition_fragment_A(s_v);
-    Tensor t_q = thr_sdp.partition_fragment_B(s_q);
-    Tensor t_do = thr_sdp.partition_fragment_B(s_do);
-    Tensor t_dot = thr_dkv.partition_fragment_B(s_dot);
-    Tensor t_qt = thr_dkv.partition_fragment_B(s_qt);
-    Tensor t_ds = thr_dq.partition_fragment_A(s_ds);
-    Tensor t_kt = thr_dq.partition_fragment_B(s_kt);
+    Tensor t_k = wg_sdp.partition_fragment_A(s_k);
+    Tensor t_v = wg_sdp.partition_fragment_A(s_v);
+    Tensor t_q = wg_sdp.partition_fragment_B(s_q);
+    Tensor t_do = wg_sdp.partition_fragment_B(s_do);
+    Tensor t_dot = wg_dkv.partition_fragment_B(s_dot);
+    Tensor t_qt = wg_dkv.partition_fragment_B(s_qt);
+    Tensor t_ds = wg_dq.partition_fragment_A(s_ds);
+    Tensor t_kt = wg_dq.partition_fragment_B(s_kt);
     // dS^T fragments -> shared memory with stmatrix: each 8x8 block row is 8
     // consecutive Q rows, contiguous in the M-major dS layout.
     auto r2s_ds = make_tiled_copy_C(typename Traits::SmemCopyAtomAcc{}, mma_sdp);
@@ -155,8 +161,8 @@ struct BwdMainloop {
         named_barrier_sync(static_cast<uint32_t>(BwdBarrier::kDsReady), Traits::kMmaThreads);
         Tensor dq_acc = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
         wgmma_gemm<true>(mma_dq, t_ds(_, _, _, ds_stage), t_kt, dq_acc);
-        wgmma_gemm<false>(mma_dkv, thr_dkv.partition_fragment_A(s_pt)(_, _, _, ds_stage), t_dot(_, _, _, stage), dv);
-        wgmma_gemm<false>(mma_dkv, thr_dkv.partition_fragment_A(s_dst)(_, _, _, ds_stage), t_qt(_, _, _, stage), dk);
+        wgmma_gemm<false>(mma_dkv, wg_dkv.partition_fragment_A(s_pt)(_, _, _, ds_stage), t_dot(_, _, _, stage), dv);
+        wgmma_gemm<false>(mma_dkv, wg_dkv.partition_fragment_A(s_dst)(_, _, _, ds_stage), t_qt(_, _, _, stage), dk);
         warpgroup_wait<0>();
         // The other warpgroup's dK and dV GEMMs may still read this Q and dO.
         named_barrier_sync(static_cast<uint32_t>(BwdBarrier::kQStageRead), Traits::kMmaThreads);

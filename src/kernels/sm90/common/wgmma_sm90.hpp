@@ -30,6 +30,17 @@ __device__ __forceinline__ void wgmma_gemm(TiledMma& mma, const TensorA& a, cons
   if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<TensorA&>(a));
 }
 
+// The first thread of the calling thread's warpgroup among `thread`'s
+// numbering, as a value the compiler can see is the same in every lane (a
+// shuffle from lane 0). wgmma's shared-memory operands depend on the
+// warpgroup only, so partitioning them with this index instead of the
+// thread's own lets ptxas build their descriptors in uniform registers;
+// from the thread index it built them in vector registers and moved each to
+// a uniform one (R2UR) right before its HGMMA.
+__device__ __forceinline__ int warpgroup_first_thread(int thread) {
+  return __shfl_sync(0xffffffffu, thread / 128, 0) * 128;
+}
+
 // Accumulator ((2, 2, N/8), M, N') of an m64nNk16 wgmma -> A operand
 // ((2, 2, 2), M, K/16) of a 16-bit wgmma whose K is that N: each k16 block
 // takes two of the accumulator's 8-column groups.
