@@ -139,7 +139,7 @@ typedef struct {
   int32_t pass;  /* a DASH_PASS_* code */
   int32_t dtype; /* a DASH_DTYPE_* code */
   int32_t head_dim;
-  int32_t score_mods; /* 1: the row with sliding windows, softcap and sinks; 0: without */
+  int32_t score_mods; /* 1: the row with sliding windows and softcap; 0: without (sinks: both) */
 } DashKernelRow;
 
 /* Writes up to `capacity` compiled rows into `rows` (may be null when

@@ -11,10 +11,11 @@
 #include "dash_attn/host_device.hpp"
 
 // X(pass, dtype, head_dim, mods): pass is Forward or Backward, dtype BF16 or
-// FP16; mods Plain (no mask but causal, no softcap, no sinks: the kernels as
-// tuned and measured) or ScoreMods (sliding windows, softcap and sinks on
-// top, compiled apart so that Plain keeps its code: reading the window at run
-// time cost the backward's hdim 128 kernel 228 B more spills, head_tiles.hpp).
+// FP16; mods Plain (no mask but causal, no softcap: the kernels as tuned and
+// measured) or ScoreMods (sliding windows and softcap on top, compiled apart
+// so that Plain keeps its code: reading the window at run time cost the
+// backward's hdim 128 kernel 228 B more spills, head_tiles.hpp). Both take
+// sinks (the forward's epilogue adds them; the backward sees them in the LSE).
 #define DASH_KERNEL_TABLE(X) \
   X(Forward, BF16, 64, Plain)       \
   X(Forward, BF16, 128, Plain)      \

@@ -75,7 +75,7 @@ class VarlenLengths(ctypes.Structure):
 
 
 class KernelRow(ctypes.Structure):
-    """score_mods: 1 for the row with sliding windows, softcap and sinks, 0 for the plain one."""
+    """score_mods: 1 for the row with sliding windows and softcap, 0 for the plain one (both take sinks)."""
     _fields_ = [("pass_", ctypes.c_int32), ("dtype", ctypes.c_int32), ("head_dim", ctypes.c_int32),
                 ("score_mods", ctypes.c_int32)]
 
@@ -156,7 +156,7 @@ _compiled = None
 
 def compiled_kernels():
     """The kernel table rows the loaded library compiled: [(pass, dtype, head_dim, score_mods)], pass and
-    dtype as DASH_* codes, score_mods 1 for the rows with windows, softcap and sinks."""
+    dtype as DASH_* codes, score_mods 1 for the rows with windows and softcap (every row takes sinks)."""
     global _compiled
     if _compiled is None:
         lib = _load()

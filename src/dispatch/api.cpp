@@ -26,7 +26,7 @@ void forward(const ForwardArgs& args, const Options& options, cudaStream_t strea
       host::plan_forward(args.shape, options.causal, dispatch::usable_sm_count("forward", options.sm_margin),
                          options.window_left, options.window_right);
   dispatch::launch_forward(args, sm90::ForwardConfig{scale, options.softcap}, plan,
-                           host::has_score_mods(options, args.sinks), stream);
+                           host::has_score_mods(options), stream);
 }
 
 void forward_varlen(const VarlenForwardArgs& args, const Options& options, cudaStream_t stream) {
@@ -48,7 +48,7 @@ void forward_varlen(const VarlenForwardArgs& args, const Options& options, cudaS
                                 options.window_right);
   sm90::launch_clear_unowned_forward_rows(args, stream);
   dispatch::launch_forward_varlen(args, sm90::ForwardConfig{scale, options.softcap}, tiles,
-                                  host::has_score_mods(options, args.sinks), stream);
+                                  host::has_score_mods(options), stream);
 }
 
 std::size_t backward_workspace_size(const ProblemShape& shape, const Options& options) {
@@ -93,7 +93,7 @@ void run_backward(const char* function, const BackwardArgs& args, const plan::Ba
   }
   if (problem.is_varlen()) sm90::launch_zero_unowned_gradient_rows(args, problem, stream);
   sm90::launch_backward_preprocess(args, workspace, problem, stream);
-  dispatch::launch_backward_main(args, workspace, config, host::has_score_mods(options, args.sinks), stream);
+  dispatch::launch_backward_main(args, workspace, config, host::has_score_mods(options), stream);
   sm90::launch_backward_postprocess(args, workspace, problem, config.softmax_scale, stream);
 }
 

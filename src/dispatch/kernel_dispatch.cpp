@@ -14,7 +14,7 @@ namespace {
   throw Error(ErrorCode::kNotSupported, std::string("dash_attn::") + pass + ": no sm90 kernel is compiled for dtype " +
                                             std::string(to_string(dtype)) + " with head_dim " +
                                             std::to_string(head_dim) +
-                                            (score_mods ? " and score mods (window, softcap or sinks)" : "") +
+                                            (score_mods ? " and score mods (window or softcap)" : "") +
                                             " (the rows of include/dash_attn/kernel_table.hpp this build has: "
                                             "dash_attn/compiled_kernels.hpp, -DDASH_KERNELS)");
 }

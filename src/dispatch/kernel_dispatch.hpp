@@ -7,7 +7,7 @@
 
 namespace dash_attn::dispatch {
 
-// score_mods: the request has a window, a softcap or sinks (host::has_score_mods).
+// score_mods: the request has a window or a softcap (host::has_score_mods).
 void launch_forward(const ForwardArgs& args, const sm90::ForwardConfig& config, const schedule::ForwardPlan& plan,
                     bool score_mods, cudaStream_t stream);
 

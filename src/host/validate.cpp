@@ -133,9 +133,7 @@ bool has_window(const Options& options) {
   return mask::requests_window(options.causal, options.window_left, options.window_right);
 }
 
-bool has_score_mods(const Options& options, const void* sinks) {
-  return has_window(options) || options.softcap > 0.0f || sinks != nullptr;
-}
+bool has_score_mods(const Options& options) { return has_window(options) || options.softcap > 0.0f; }
 
 void validate_problem(const char* function, const ProblemShape& s, const Options& options) {
   check_positive(function, "shape.batch", s.batch);

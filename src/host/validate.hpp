@@ -31,8 +31,11 @@ void validate_device(const char* function, int device, const char* name, int maj
 
 // A sliding window is set beyond what options.causal says (HeadTiles::has_window's rule).
 bool has_window(const Options& options);
-// Window, softcap or sinks: the request needs the kernels with score mods.
-bool has_score_mods(const Options& options, const void* sinks);
+// Window or softcap: the request needs the kernels with score mods. Sinks
+// need neither: every forward kernel adds them to the row sums in its
+// epilogue (once per tile), and the backward main kernel sees them only
+// through the forward's LSE (dsinks come from the preprocess).
+bool has_score_mods(const Options& options);
 
 // options.softmax_scale, or 1/sqrt(head_dim) when it is unset.
 float resolved_softmax_scale(const ProblemShape& shape, const Options& options);

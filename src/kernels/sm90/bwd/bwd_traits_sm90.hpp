@@ -36,7 +36,7 @@ namespace dash_attn::sm90::bwd {
 using namespace cute;
 
 // kScoreMods_: the kernel honours sliding windows (left bounds in the
-// element mask) and sinks (through the forward's LSE); the ScoreMods rows of
+// element mask; sinks reach every kernel through the forward's LSE); the ScoreMods rows of
 // the kernel table, each of which compiles two kernels: kSoftcap_ adds the
 // softcap (dS gains 1 - tanh^2, a fragment as large as S held across the dP
 // GEMM). A run-time switch instead kept that fragment in the register

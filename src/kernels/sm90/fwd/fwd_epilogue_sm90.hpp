@@ -46,7 +46,7 @@ struct FwdEpilogueSm90 {
     int64_t out_batch_stride, out_seq_stride, out_head_stride;
     float* lse;
     int64_t lse_batch_stride, lse_head_stride;
-    const float* sinks;  // heads_q logits or null (kScoreMods only)
+    const float* sinks;  // heads_q logits or null
     TmaO tma_o;          // kStoreOByTma
     GmemShape shape_o;
   };
@@ -105,14 +105,11 @@ struct FwdEpilogueSm90 {
     using namespace cute;
     constexpr int kRows = Softmax::kRowsPerThread;
     float inverse_sum[kRows], lse[kRows];
-    if constexpr (Traits::kScoreMods) {
-      if (p.sinks != nullptr)
-        finalize_with_sink(softmax, p.sinks[work.head], inverse_sum, lse);
-      else
-        softmax.finalize(inverse_sum, lse);
-    } else {
+    // Sinks in every kernel (plain ones too): one branch per tile.
+    if (p.sinks != nullptr)
+      finalize_with_sink(softmax, p.sinks[work.head], inverse_sum, lse);
+    else
       softmax.finalize(inverse_sum, lse);
-    }
     typename Traits::TiledMmaPV mma_pv;
     Tensor tOcO = mma_pv.get_thread_slice(thread_idx)
                       .partition_C(make_identity_tensor(Shape<Int<Traits::kBlockM>, Int<Traits::kHeadDim>>{}));

@@ -14,9 +14,10 @@
 
 namespace dash_attn::sm90::fwd {
 
-// kScoreMods_: the kernel honours sliding windows (left bounds), a softcap
-// and sinks (the ScoreMods rows of the kernel table); without, exactly the
-// no-mask / causal kernel. kTall_: the tall tile (tile_config.hpp).
+// kScoreMods_: the kernel honours sliding windows (left bounds) and a
+// softcap (the ScoreMods rows of the kernel table); without, exactly the
+// no-mask / causal kernel. Both add sinks in the epilogue. kTall_: the tall
+// tile (tile_config.hpp).
 template <class Element_, int kHeadDim_, bool kScoreMods_ = false, bool kTall_ = false>
 struct FwdTraits {
   using Element = Element_;
