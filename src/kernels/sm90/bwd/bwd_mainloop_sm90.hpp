@@ -41,10 +41,11 @@ struct BwdMainloop {
     typename Traits::TiledMmaDkv mma_dkv;
     typename Traits::TiledMmaDq mma_dq;
     // Shared-memory operands by warpgroup (descriptors in uniform registers,
-    // no R2UR before each HGMMA), accumulators by thread. H200 A/B, 2026-12-03
-    // (docs/perf_log.md): hdim 128 +0-6% (full 8k +6%), hdim 64 -1-3% (its
-    // spills rose 824 -> 856 B), so hdim 64 keeps the thread's own index;
-    // hdim 256 takes the warpgroup's too (tested, not timed).
+    // no R2UR before each HGMMA), accumulators by thread. H200 (docs/perf_log.md):
+    // an A/B read hdim 128 +0-6%, beside the peers it measured no change
+    // (2026-12-04); hdim 64 lost 1-3% (its spills rose 824 -> 856 B), so it
+    // keeps the thread's own index; hdim 256 takes the warpgroup's (tested,
+    // not timed).
     const int warpgroup_thread = kHeadDim > 64 ? warpgroup_first_thread(thread) : thread;
     auto thr_sdp = mma_sdp.get_thread_slice(thread);
     auto wg_sdp = mma_sdp.get_thread_slice(warpgroup_thread);
