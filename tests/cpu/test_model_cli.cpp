@@ -3,6 +3,7 @@
 // missing value is an error naming it, with exit code 2.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -25,8 +26,11 @@ struct Result {
 
 #ifdef DASH_MODEL_EXE
 Result run_model(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "dash_model_cli_out.txt", err = dir + "dash_model_cli_err.txt";
+  // One pair of files per process: CTest runs these tests as parallel
+  // processes sharing TempDir(), and shared names let one test read (or
+  // delete) another's output.
+  const std::string dir = ::testing::TempDir() + "dash_model_cli_" + std::to_string(getpid()) + "_";
+  const std::string out = dir + "out.txt", err = dir + "err.txt";
   const std::string command = std::string("\"") + DASH_MODEL_EXE + "\" " + args + " > \"" + out + "\" 2> \"" + err + "\"";
   const int status = std::system(command.c_str());
   Result run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
