@@ -122,3 +122,15 @@ def test_e2e_script_runs(tmp_path):
     assert [r["label"] for r in rows] == ["SDPA default", "SDPA flash det."]
     assert all(r["status"] == "ok" and r["bitwise"] and r["attn_bitwise"] for r in rows)
     assert rows[0]["step_time_vs_sdpa"] == 1.0 and rows[1]["out_max_diff_vs_sdpa"] < 0.1
+
+
+def test_host_overhead_script_runs(tmp_path):
+    output = run_script("host_overhead.py", "--impls", "sdpa_default,sdpa_flash:det", "--calls", "2", "--samples", "2",
+                        "--warmup", "1", "--shape", "1,32,2,16", "--json", str(tmp_path / "h.json"), "--commit", "test")
+    document = json.loads((tmp_path / "h.json").read_text())
+    rows = document["rows"]
+    assert [(r["label"], r["pass"]) for r in rows] == [("SDPA default", "fwd"), ("SDPA default", "fwd+bwd"),
+                                                       ("SDPA flash det.", "fwd"), ("SDPA flash det.", "fwd+bwd")]
+    assert all(r["status"] == "ok" and r["host_us"] > 0 and r["min_us"] <= r["host_us"] <= r["max_us"] for r in rows)
+    assert document["shape"] == dict(batch=1, seqlen=32, heads=2, head_dim=16) and document["commit"] == "test"
+    assert "SDPA flash det." in output
