@@ -60,8 +60,8 @@ struct BwdTraits {
   // launch allocation, 384 threads x 168 (the __launch_bounds__ cap): the MMA
   // warpgroups can only grow to 240 if warpgroup 0 shrinks to 24
   // (128 x 24 + 256 x 240 = 384 x 168); asking for more blocks forever.
-  // hdim 256 (64 x 64 tiles: the producer's work per FLOP is 4x hdim 128's)
-  // gives warpgroup 0 40 and the MMA warpgroups 232 (128 x 40 + 256 x 232):
+  // hdim 256 gives warpgroup 0 40 and the MMA warpgroups 232 (128 x 40 +
+  // 256 x 232; per step its producer moves twice hdim 128's Q/dO bytes):
   // ptxas spills 824 -> 352 B, the MMA loop's unchanged; H200 A/B, 2 rounds
   // (docs/perf_log.md, 2026-12-04): hdim 256 +1-5% on all 6 rows, while hdim
   // 128 full 8k lost 6% and hdim 64 moved -1..+2%, so they keep 24 / 240.
