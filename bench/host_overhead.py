@@ -25,16 +25,13 @@ import torch
 
 import attention_impls
 import peer_rows
+from cuda_timing import SPIN_CYCLES, synchronize
 from result_files import add_output_arguments, save
 from run_environment import describe, environment
 
 DEFAULT_IMPLS = "dash_attn,fa4"
 FIELDS = ("impl", "label", "deterministic", "pass", "host_us", "min_us", "max_us", "calls", "samples",
           "spin_too_short", "status", "batch", "seqlen", "heads", "head_dim")
-# Spin per call: 1 ms at the H200's 1.98 GHz peak clock (longer at lower
-# clocks), well above any attention call's host time (~0.1-0.8 ms measured on
-# 2026-12-01), so the GPU is still busy when a sample's last call is issued.
-SPIN_CYCLES_PER_CALL = 2_000_000
 
 
 def parse_args(argv):
@@ -61,19 +58,19 @@ def parse_args(argv):
 def sample_host_us(call, calls, device):
     """Mean host microseconds of `calls` calls, and whether the GPU ran dry
     (its spin finished) before the last call was issued."""
-    ran_dry = False
-    if device == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda._sleep(calls * SPIN_CYCLES_PER_CALL)
+    on_cuda = torch.device(device).type == "cuda"
+    synchronize(device)
+    if on_cuda:
+        # cuda_timing's spin (1-2 ms, longer than one call's host time) per call.
+        torch.cuda._sleep(calls * SPIN_CYCLES)
         spin_done = torch.cuda.Event()
         spin_done.record()
     began = time.perf_counter()
     for _ in range(calls):
         call()
     elapsed = time.perf_counter() - began
-    if device == "cuda":
-        ran_dry = spin_done.query()
-        torch.cuda.synchronize()
+    ran_dry = on_cuda and spin_done.query()
+    synchronize(device)
     return elapsed / calls * 1e6, ran_dry
 
 
