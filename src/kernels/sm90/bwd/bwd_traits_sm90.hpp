@@ -39,9 +39,9 @@ using namespace cute;
 // element mask; sinks need no kernel code, the forward's LSE carries them);
 // the ScoreMods rows of the kernel table, each of which compiles two
 // kernels: kSoftcap_ adds the softcap (dS gains 1 - tanh^2, a fragment as
-// large as S held across the dP GEMM). A run-time switch instead kept that fragment in the register
-// allocation of every ScoreMods call: spills at hdim 64 went 628 -> 1544 B
-// stored (ptxas), 972 B without the softcap code.
+// large as S held across the dP GEMM). A run-time switch instead kept that
+// fragment in the register allocation of every ScoreMods call: spills at
+// hdim 64 went 628 -> 1544 B stored (ptxas), 972 B without the softcap code.
 template <class Element_, int kHeadDim_, bool kScoreMods_ = false, bool kSoftcap_ = false>
 struct BwdTraits {
   using Element = Element_;  // cutlass::bfloat16_t or cutlass::half_t
