@@ -60,16 +60,18 @@ struct BwdTraits {
   // launch allocation, 384 threads x 168 (the __launch_bounds__ cap): the MMA
   // warpgroups can only grow to 240 if warpgroup 0 shrinks to 24
   // (128 x 24 + 256 x 240 = 384 x 168); asking for more blocks forever.
-  // hdim 256 gives warpgroup 0 40 and the MMA warpgroups 232 (128 x 40 +
-  // 256 x 232; per step its producer moves twice hdim 128's Q/dO bytes):
-  // ptxas spills 824 -> 352 B, the MMA loop's unchanged; H200 A/B, 2 rounds
-  // (docs/perf_log.md, 2026-12-04): hdim 256 +1-5% on all 6 rows, while hdim
-  // 128 full 8k lost 6% and hdim 64 moved -1..+2%, so they keep 24 / 240.
+  // hdim 256 gives warpgroup 0 56 and the MMA warpgroups 224 (128 x 56 +
+  // 256 x 224; per step its producer moves twice hdim 128's Q/dO bytes):
+  // ptxas spills 824 -> 352 B at 40 / 232, 36 B at 56 / 224, the MMA loop's
+  // unchanged; H200 A/B, 2 rounds each (docs/perf_log.md, 2026-12-04):
+  // 40 / 232 +1-5% on all 6 hdim 256 rows, 56 / 224 +1-4.5% more on 5 of
+  // them. 40 / 232 cost hdim 128 full 8k 6% and moved hdim 64 by -1..+2%,
+  // so those keep 24 / 240.
   static constexpr int kMmaWarpgroups = 2;
   static constexpr int kMmaThreads = kMmaWarpgroups * 128;
   static constexpr int kThreads = kMmaThreads + 128;
-  static constexpr int kProducerRegisters = kHeadDim > 128 ? 40 : 24;
-  static constexpr int kMmaRegisters = kHeadDim > 128 ? 232 : 240;
+  static constexpr int kProducerRegisters = kHeadDim > 128 ? 56 : 24;
+  static constexpr int kMmaRegisters = kHeadDim > 128 ? 224 : 240;
   static constexpr int kLaunchRegisters = 65536 / kThreads / 8 * 8;
   static_assert(128 * kProducerRegisters + kMmaThreads * kMmaRegisters <= kThreads * kLaunchRegisters,
                 "setmaxnreg must stay within the CTA's register allocation");
