@@ -183,9 +183,11 @@ def _raise_on_error(code):
         raise ERROR_EXCEPTIONS.get(code, RuntimeError)(message)
 
 
+@functools.lru_cache(maxsize=256)
 def make_options(causal, softmax_scale, deterministic, schedule, max_ctas=0, sm_margin=0, window_left=-1,
                  window_right=-1, softcap=0.0):
-    """DashOptions; window_left/right: FlashAttention's window_size (-1: unbounded), softcap 0: off."""
+    """DashOptions; window_left/right: FlashAttention's window_size (-1: unbounded), softcap 0: off.
+    One object per distinct argument list (a call's options recur; the C ABI only reads them)."""
     if schedule not in SCHEDULE_CODES:
         raise ValueError(f"dash_attn: argument 'schedule': expected one of {', '.join(SCHEDULE_CODES)}, "
                          f"got {schedule!r}")

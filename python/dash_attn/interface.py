@@ -29,7 +29,7 @@ def attention(function, q, k, v, softmax_scale=None, causal=False, deterministic
     deterministic, schedule = resolve_deterministic(function, deterministic, schedule,
                                                     torch.are_deterministic_algorithms_enabled())
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    return ops.fwd(q, k, v, float(scale), bool(causal), bool(deterministic), schedule, sm_margin, *options)
+    return ops.forward(q, k, v, float(scale), bool(causal), bool(deterministic), schedule, sm_margin, *options)
 
 
 def _mask_options(function, q, window_size, softcap, learnable_sink, heads_dim):
@@ -115,7 +115,7 @@ def varlen_attention(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, s
     if not deterministic:
         schedule = "atomic"  # what 'auto' means without determinism, named for the varlen backward
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    return ops.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
+    return ops.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
                           float(scale), bool(causal), bool(deterministic), schedule, sm_margin, *options)
 
 

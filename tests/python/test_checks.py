@@ -23,7 +23,8 @@ class Device:
 
 
 class FakeTensor:
-    """Only what the checks read: shape, dtype, device, stride(), data_ptr()."""
+    """Only what the checks read: shape, dtype, device, stride(), data_ptr(),
+    is_contiguous() (torch's rule: size-1 dimensions' strides ignored)."""
 
     def __init__(self, shape, dtype="torch.bfloat16", device=None, strides=None, ptr=4096):
         self.shape, self.dtype, self.device, self._ptr = tuple(shape), dtype, device or Device(), ptr
@@ -34,8 +35,16 @@ class FakeTensor:
                 step *= size
         self._strides = tuple(strides)
 
-    def stride(self):
-        return self._strides
+    def stride(self, dim=None):
+        return self._strides if dim is None else self._strides[dim]
+
+    def is_contiguous(self):
+        step = 1
+        for size, stride in zip(reversed(self.shape), reversed(self._strides)):
+            if size != 1 and stride != step:
+                return False
+            step *= size
+        return True
 
     def data_ptr(self):
         return self._ptr
@@ -137,6 +146,7 @@ def test_layouts_the_kernels_cannot_read_are_copied():
     assert checks.needs_copy(FakeTensor((2, 100, 8, 128), ptr=4098))                       # misaligned base
     assert checks.needs_copy(FakeTensor((2, 100, 8, 128), strides=(102404, 1028, 128, 1)))  # 16-byte rule
     assert not checks.needs_copy(FakeTensor((1, 100, 1, 128), strides=(3, 128, 5, 1)))     # size-1 dims ignored
+    assert checks.needs_copy(FakeTensor((2, 100, 8, 4)))      # contiguous, but 4-element (8-byte) head strides
 
 
 def test_determinism_settings():

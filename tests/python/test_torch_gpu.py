@@ -80,6 +80,53 @@ def test_custom_ops_pass_opcheck():
         torch.library.opcheck(ops.bwd, (torch.randn_like(out), dlse, q, k, v, out, lse, 0.125, True, True, "auto", 0))
 
 
+@pytest.mark.parametrize("use", ["out", "lse", "both"])
+def test_eager_path_gives_the_op_paths_bits(use, monkeypatch):
+    """ops.forward's autograd.Function (eager calls) against the custom op
+    (forced by making _eager refuse): the same out, lse and gradients, bit
+    for bit, with sinks, GQA and a gradient through out, lse or both."""
+    def run(eager):
+        monkeypatch.setattr(ops, "_eager", (lambda inputs: True) if eager else (lambda inputs: False))
+        q, k, v = inputs(2, 200, 160, 4, 2, 128, seed=5)
+        sinks = torch.randn(4, device="cuda", generator=torch.Generator(device="cuda").manual_seed(6)).requires_grad_()
+        out, lse = dash_attn.flash_attn_func(q, k, v, causal=True, learnable_sink=sinks, return_lse=True)
+        gen = torch.Generator(device="cuda").manual_seed(7)
+        dout = torch.randn(out.shape, device="cuda", dtype=out.dtype, generator=gen)
+        loss = {"out": (out * dout).sum(), "lse": lse.sum(), "both": (out * dout).sum() + lse.sum()}[use]
+        return (out, lse) + torch.autograd.grad(loss.float(), (q, k, v, sinks))
+    eager, op = run(True), run(False)
+    for name, a, b in zip(["out", "lse", "dq", "dk", "dv", "dsinks"], eager, op):
+        assert torch.equal(a, b), name
+
+
+def test_eager_varlen_path_gives_the_op_paths_bits(monkeypatch):
+    """ops.forward_varlen's autograd.Function against the custom op, as above."""
+    lengths = [70, 0, 131, 5]
+    offsets = torch.tensor([0, 70, 70, 201, 206], dtype=torch.int32, device="cuda")
+
+    def run(eager):
+        monkeypatch.setattr(ops, "_eager", (lambda inputs: True) if eager else (lambda inputs: False))
+        gen = torch.Generator(device="cuda").manual_seed(9)
+        q, k, v = (torch.randn(206, h, 64, device="cuda", dtype=torch.bfloat16, generator=gen).requires_grad_()
+                   for h in (4, 2, 2))
+        out, lse = dash_attn.flash_attn_varlen_func(q, k, v, offsets, offsets, max(lengths), max(lengths),
+                                                    causal=True, return_lse=True)
+        dout = torch.randn(out.shape, device="cuda", dtype=out.dtype, generator=gen)
+        return (out, lse) + torch.autograd.grad(((out * dout).sum() + lse.sum()).float(), (q, k, v))
+    eager, op = run(True), run(False)
+    for name, a, b in zip(["out", "lse", "dq", "dk", "dv"], eager, op):
+        assert torch.equal(a, b), name
+
+
+def test_eager_path_only_for_plain_untraced_cuda_calls():
+    q = torch.empty(1, device="cuda")
+    assert ops._eager((q, 0.5, None))
+    assert not ops._eager((q, torch.empty(1)))  # a CPU tensor: the op names the device problem
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        assert not ops._eager((q,))
+
+
 def test_torch_compile_fullgraph():
     q, k, v = inputs(2, 256, 256, 4, 4, 128)
     compiled = torch.compile(lambda a, b, c: dash_attn.flash_attn_func(a, b, c, causal=True).sum(), fullgraph=True)
