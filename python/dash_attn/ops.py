@@ -23,6 +23,7 @@ tensor subclasses the custom op runs, so every tracer still sees it."""
 from typing import Optional
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from . import _library
 from ._checks import needs_copy
@@ -167,6 +168,7 @@ class _EagerFwd(torch.autograd.Function):
         return output
 
     @staticmethod
+    @once_differentiable  # no double backward, as through the op: refused, never silently zero
     def backward(ctx, dout, dlse):
         return _backward(ctx, dout, dlse, _bwd)
 
@@ -286,6 +288,7 @@ class _EagerFwdVarlen(torch.autograd.Function):
         return output
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dout, dlse):
         return _backward_varlen(ctx, dout, dlse, _bwd_varlen)
 

@@ -118,6 +118,14 @@ def test_eager_varlen_path_gives_the_op_paths_bits(monkeypatch):
         assert torch.equal(a, b), name
 
 
+def test_double_backward_is_refused():
+    """No second-order gradients: an error, never a gradient silently missing its dq-dependent part."""
+    q, k, v = inputs(1, 64, 64, 2, 2, 64)
+    with pytest.raises(RuntimeError):
+        (dq,) = torch.autograd.grad(dash_attn.flash_attn_func(q, k, v).float().sum(), (q,), create_graph=True)
+        torch.autograd.grad(dq.float().sum(), (q,))
+
+
 def test_eager_path_only_for_plain_untraced_cuda_calls():
     q = torch.empty(1, device="cuda")
     assert ops._eager((q, 0.5, None))
