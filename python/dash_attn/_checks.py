@@ -34,13 +34,14 @@ _EXPLANATIONS = {
 
 def check_unsupported(function, **features):
     """Raise NotImplementedError naming every keyword set to an unsupported value."""
+    on = [name for name, value in features.items() if name not in UNSUPPORTED_FEATURES or not _is_off(name, value)]
+    if not on:  # every call that runs: the message below is built only for a refusal
+        return
     explain = {name: text.format(function=function) for name, text in _EXPLANATIONS.items()}
     if function.endswith("varlen_func"):
         explain.pop("dropout_p")  # a scale cannot land there in FA3's varlen order
-    asked = [f"{name}={_shown(value)}" + (f" ({explain[name]})" if name in explain else "")
-             for name, value in features.items() if name not in UNSUPPORTED_FEATURES or not _is_off(name, value)]
-    if asked:
-        raise NotImplementedError(f"dash_attn.{function}: not supported yet: {', '.join(asked)}")
+    asked = [f"{name}={_shown(features[name])}" + (f" ({explain[name]})" if name in explain else "") for name in on]
+    raise NotImplementedError(f"dash_attn.{function}: not supported yet: {', '.join(asked)}")
 
 
 def _shown(value):
