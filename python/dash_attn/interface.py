@@ -116,7 +116,7 @@ def varlen_attention(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, s
         schedule = "atomic"  # what 'auto' means without determinism, named for the varlen backward
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     return ops.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-                          float(scale), bool(causal), bool(deterministic), schedule, sm_margin, *options)
+                              float(scale), bool(causal), bool(deterministic), schedule, sm_margin, *options)
 
 
 def fa3_keywords(function, kwargs):

@@ -20,6 +20,7 @@ autograd.grad 695 us in all). Under torch.compile, a dispatch or function
 mode (FakeTensorMode, selective checkpointing, FlopCounterMode), or with
 tensor subclasses the custom op runs, so every tracer still sees it."""
 
+import types
 from typing import Optional
 
 import torch
@@ -158,21 +159,6 @@ def _backward(ctx, dout, dlse, backward=None):
 fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
-class _EagerFwd(torch.autograd.Function):
-    """fwd's implementation and autograd without the op's dispatch (forward())."""
-
-    @staticmethod
-    def forward(ctx, *inputs):
-        output = _fwd(*inputs)
-        _setup_context(ctx, inputs, output)
-        return output
-
-    @staticmethod
-    @once_differentiable  # no double backward, as through the op: refused, never silently zero
-    def backward(ctx, dout, dlse):
-        return _backward(ctx, dout, dlse, _bwd)
-
-
 def _fwd_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                cu_seqlens_k: torch.Tensor, seqused_q: Optional[torch.Tensor], seqused_k: Optional[torch.Tensor],
                max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool, deterministic: bool,
@@ -268,8 +254,8 @@ def _backward_varlen(ctx, dout, dlse, backward=None):
     if dout is None:  # only lse was used
         dout = torch.zeros_like(out)
     sinks_grad = sinks is not None and _sinks_grad(ctx, _FWD_VARLEN_SINKS)
-    dq, dk, dv, dsinks = (backward or bwd_varlen)(dout, dlse, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
-                                    *ctx.settings, sinks, sinks_grad)
+    dq, dk, dv, dsinks = (backward or bwd_varlen)(dout, dlse, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                                                  seqused_q, seqused_k, *ctx.settings, sinks, sinks_grad)
     # No gradient for the length arrays, the ints and the settings.
     grads = (dq, dk, dv) + (None,) * 14 + (dsinks if sinks_grad else None,)
     return grads[:len(ctx.needs_input_grad)]
@@ -278,35 +264,40 @@ def _backward_varlen(ctx, dout, dlse, backward=None):
 fwd_varlen.register_autograd(_backward_varlen, setup_context=_setup_context_varlen)
 
 
-class _EagerFwdVarlen(torch.autograd.Function):
-    """fwd_varlen's implementation and autograd without the op's dispatch (forward_varlen())."""
+def _eager_function(name, implementation, setup_context, op_backward, backward_implementation):
+    """An autograd.Function named `name` running an op's implementation, its
+    autograd setup and backward (op_backward, on the backward op's
+    implementation) without the op's dispatch."""
 
-    @staticmethod
     def forward(ctx, *inputs):
-        output = _fwd_varlen(*inputs)
-        _setup_context_varlen(ctx, inputs, output)
+        output = implementation(*inputs)
+        setup_context(ctx, inputs, output)
         return output
 
-    @staticmethod
-    @once_differentiable
+    @once_differentiable  # no double backward, as through the op: refused, never silently zero
     def backward(ctx, dout, dlse):
-        return _backward_varlen(ctx, dout, dlse, _bwd_varlen)
+        return op_backward(ctx, dout, dlse, backward_implementation)
 
+    body = {"__module__": __name__, "forward": staticmethod(forward), "backward": staticmethod(backward)}
+    return types.new_class(name, (torch.autograd.Function,), exec_body=lambda namespace: namespace.update(body))
+
+
+_EagerFwd = _eager_function("_EagerFwd", _fwd, _setup_context, _backward, _bwd)
+_EagerFwdVarlen = _eager_function("_EagerFwdVarlen", _fwd_varlen, _setup_context_varlen, _backward_varlen,
+                                  _bwd_varlen)
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
-
-
-def _modes_active():
-    """A dispatch or function mode is on (or this torch cannot say)."""
-    dispatch = getattr(torch._C, "_len_torch_dispatch_stack", None)
-    function = getattr(torch._C, "_len_torch_function_stack", None)
-    return dispatch is None or function is None or dispatch() > 0 or function() > 0
+# torch's mode stacks; a torch without these queries never takes the eager path.
+_DISPATCH_MODES = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_FUNCTION_MODES = getattr(torch._C, "_len_torch_function_stack", None)
 
 
 def _eager(inputs):
-    """Whether a call may skip the custom op: not traced, no mode, and every
-    tensor input a plain CUDA tensor."""
-    if torch.compiler.is_compiling() or _modes_active():
+    """Whether a call may skip the custom op: not traced, no dispatch or
+    function mode, and every tensor input a plain CUDA tensor."""
+    if torch.compiler.is_compiling() or _DISPATCH_MODES is None or _FUNCTION_MODES is None:
+        return False
+    if _DISPATCH_MODES() > 0 or _FUNCTION_MODES() > 0:
         return False
     return all(type(t) in _PLAIN_TENSORS and t.is_cuda for t in inputs if isinstance(t, torch.Tensor))
 

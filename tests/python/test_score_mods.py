@@ -134,6 +134,30 @@ def test_varlen_gradients_on_cpu_reference_kernels(cpu_ops, causal, window, soft
         assert max_error(g, e) <= 3e-3 * (1 + e.abs().max().item()), name
 
 
+@pytest.mark.parametrize("use", ["out", "lse", "both"])
+def test_eager_function_wiring_matches_the_ops_autograd(cpu_ops, monkeypatch, use):
+    """ops._eager_function's setup and backward routing (the eager path's), built here on the ops
+    themselves so that the CPU reference kernels run: the same out, lse and gradients (sinks
+    included) as the op's registered autograd."""
+    eager = ops._eager_function("CpuEager", ops.fwd, ops._setup_context, ops._backward, ops.bwd)
+
+    def run(path):
+        monkeypatch.setattr(ops, "_eager", lambda inputs: path == "eager")
+        monkeypatch.setattr(ops, "_EagerFwd", eager)
+        q, k, v = cpu_inputs(seed=4)
+        sinks = sink_logits(4, "cpu")
+        out, lse = dash_attn.flash_attn_func(q, k, v, causal=True, window_size=(5, 0), softcap=3.0,
+                                             learnable_sink=sinks, return_lse=True)
+        assert (type(out.grad_fn).__name__ == "CpuEagerBackward") == (path == "eager")
+        dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(5)).half()
+        loss = {"out": (out.float() * dout).sum(), "lse": finite(lse).sum(),
+                "both": (out.float() * dout).sum() + finite(lse).sum()}[use]
+        return (out, lse) + torch.autograd.grad(loss, (q, k, v, sinks))
+
+    for name, a, b in zip(["out", "lse", "dq", "dk", "dv", "dsinks"], run("eager"), run("op")):
+        assert torch.equal(a, b), name
+
+
 def test_sinks_without_grad_send_no_dsinks(cpu_ops, monkeypatch):
     """A sinks tensor that needs no gradient: bwd is asked for none (sinks_grad False)."""
     asked = []
