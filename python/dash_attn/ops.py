@@ -31,7 +31,15 @@ from ._checks import needs_copy
 
 
 def _stream(device):
-    return torch.cuda.current_stream(device).cuda_stream
+    """The device's current stream as a raw handle: torch's own query for it
+    (what inductor's generated code calls) takes ~0.3 us, against 3-5 us for
+    building a torch.cuda.Stream through current_stream(). Both follow
+    torch.cuda.stream() contexts and CUDA-graph capture."""
+    return _current_raw_stream(device.index)
+
+
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda index: torch.cuda.current_stream(index).cuda_stream)
 
 
 def _readable(t):
