@@ -259,9 +259,14 @@ def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, ma
                                                 ctypes.byref(options), stream))
 
 
-def backward_workspace_size(q, k, options):
+def backward_workspace_size(q_shape, k_shape, options):
+    """Bytes of workspace for a backward on q (batch, seqlen_q, heads_q,
+    head_dim) and k, v (batch, seqlen_k, heads_kv, head_dim): shapes, not
+    tensors."""
+    batch, seqlen_q, heads_q, head_dim = q_shape
+    shape = Shape(batch, seqlen_q, k_shape[1], heads_q, k_shape[2], head_dim)
     size = ctypes.c_size_t()
-    _raise_on_error(_load().dash_backward_workspace_size(ctypes.byref(shape_of(q, k)), ctypes.byref(options),
+    _raise_on_error(_load().dash_backward_workspace_size(ctypes.byref(shape), ctypes.byref(options),
                                                          ctypes.byref(size)))
     return size.value
 

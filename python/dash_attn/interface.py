@@ -120,6 +120,8 @@ def varlen_attention(function, q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, s
 
 
 def fa3_keywords(function, kwargs):
+    if not kwargs:
+        return kwargs
     unknown = set(kwargs) - set(FA3_KEYWORDS)
     if unknown:
         raise TypeError(f"dash_attn.{function}: unexpected keyword arguments {sorted(unknown)}")

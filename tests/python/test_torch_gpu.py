@@ -86,7 +86,7 @@ def test_eager_path_gives_the_op_paths_bits(use, monkeypatch):
     (forced by making _eager refuse): the same out, lse and gradients, bit
     for bit, with sinks, GQA and a gradient through out, lse or both."""
     def run(eager):
-        monkeypatch.setattr(ops, "_eager", (lambda inputs: True) if eager else (lambda inputs: False))
+        monkeypatch.setattr(ops, "_eager", lambda inputs: "function" if eager else None)
         q, k, v = inputs(2, 200, 160, 4, 2, 128, seed=5)
         sinks = torch.randn(4, device="cuda", generator=torch.Generator(device="cuda").manual_seed(6)).requires_grad_()
         out, lse = dash_attn.flash_attn_func(q, k, v, causal=True, learnable_sink=sinks, return_lse=True)
@@ -105,7 +105,7 @@ def test_eager_varlen_path_gives_the_op_paths_bits(monkeypatch):
     offsets = torch.tensor([0, 70, 70, 201, 206], dtype=torch.int32, device="cuda")
 
     def run(eager):
-        monkeypatch.setattr(ops, "_eager", (lambda inputs: True) if eager else (lambda inputs: False))
+        monkeypatch.setattr(ops, "_eager", lambda inputs: "function" if eager else None)
         gen = torch.Generator(device="cuda").manual_seed(9)
         q, k, v = (torch.randn(206, h, 64, device="cuda", dtype=torch.bfloat16, generator=gen).requires_grad_()
                    for h in (4, 2, 2))
@@ -128,11 +128,36 @@ def test_double_backward_is_refused():
 
 def test_eager_path_only_for_plain_untraced_cuda_calls():
     q = torch.empty(1, device="cuda")
-    assert ops._eager((q, 0.5, None))
-    assert not ops._eager((q, torch.empty(1)))  # a CPU tensor: the op names the device problem
+    assert ops._eager((q, 0.5, None)) == "direct"  # nothing requires a gradient
+    assert ops._eager((q.requires_grad_(), 0.5, None)) == "function"
+    with torch.no_grad():
+        assert ops._eager((q, 0.5, None)) == "direct"
+    assert ops._eager((q, torch.empty(1))) is None  # a CPU tensor: the op names the device problem
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
-        assert not ops._eager((q,))
+        assert ops._eager((q,)) is None
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_no_grad_calls_give_the_autograd_paths_bits(varlen):
+    """Without a gradient to record the eager path calls the implementation
+    directly: the same out and lse as through the autograd.Function, and no
+    grad_fn (as apply() under no_grad)."""
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    q, k, v = (torch.randn(1, 206, h, 64, device="cuda", dtype=torch.bfloat16, generator=gen) for h in (4, 2, 2))
+    offsets = torch.tensor([0, 70, 201, 206], dtype=torch.int32, device="cuda")
+
+    def call(q, k, v):
+        if varlen:
+            return dash_attn.flash_attn_varlen_func(q[0], k[0], v[0], offsets, offsets, 131, 131, causal=True,
+                                                    return_lse=True)
+        return dash_attn.flash_attn_func(q, k, v, causal=True, return_lse=True)
+    with torch.no_grad():
+        direct = call(q, k, v)
+    recorded = call(*(t.clone().requires_grad_() for t in (q, k, v)))
+    assert all(t.grad_fn is None for t in direct) and all(t.grad_fn is not None for t in recorded)
+    for name, a, b in zip(["out", "lse"], direct, recorded):
+        assert torch.equal(a, b), name
 
 
 def test_torch_compile_fullgraph():
