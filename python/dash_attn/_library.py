@@ -205,8 +205,14 @@ def sinks_of(sinks, dsinks=None):
 
 
 def shape_of(q, k):
-    batch, seqlen_q, heads_q, head_dim = q.shape
-    return Shape(batch, seqlen_q, k.shape[1], heads_q, k.shape[2], head_dim)
+    return shape_of_sizes(q.shape, k.shape)
+
+
+def shape_of_sizes(q_shape, k_shape):
+    """DashShape of q (batch, seqlen_q, heads_q, head_dim) and k, v (batch,
+    seqlen_k, heads_kv, head_dim) given as sizes."""
+    batch, seqlen_q, heads_q, head_dim = q_shape
+    return Shape(batch, seqlen_q, k_shape[1], heads_q, k_shape[2], head_dim)
 
 
 def tensor_of(t):
@@ -260,13 +266,10 @@ def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, ma
 
 
 def backward_workspace_size(q_shape, k_shape, options):
-    """Bytes of workspace for a backward on q (batch, seqlen_q, heads_q,
-    head_dim) and k, v (batch, seqlen_k, heads_kv, head_dim): shapes, not
-    tensors."""
-    batch, seqlen_q, heads_q, head_dim = q_shape
-    shape = Shape(batch, seqlen_q, k_shape[1], heads_q, k_shape[2], head_dim)
+    """Bytes of workspace for a backward on these sizes (shape_of_sizes)."""
     size = ctypes.c_size_t()
-    _raise_on_error(_load().dash_backward_workspace_size(ctypes.byref(shape), ctypes.byref(options),
+    _raise_on_error(_load().dash_backward_workspace_size(ctypes.byref(shape_of_sizes(q_shape, k_shape)),
+                                                         ctypes.byref(options),
                                                          ctypes.byref(size)))
     return size.value
 

@@ -56,8 +56,7 @@ def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float
     batch, seqlen_q, heads_q, _ = q.shape
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32)  # 1.5 us less than torch.empty(device=)
-    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin,
-                                    window_left=window_left, window_right=window_right, softcap=softcap)
+    options = _options(causal, softmax_scale, deterministic, schedule, sm_margin, window_left, window_right, softcap)
     _library.forward(q, k, v, out, lse, options, _stream(q.device), _sinks(sinks))
     return out, lse
 
@@ -110,9 +109,9 @@ def _bwd(dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor, k: t
     sinks = _sinks(sinks)
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
     dsinks, dsinks_out = _dsinks(sinks, sinks_grad, q)
-    options_key = (causal, softmax_scale, deterministic, schedule, 0, sm_margin, window_left, window_right, softcap)
-    options = _library.make_options(*options_key)
-    workspace = q.new_empty(_backward_workspace_bytes(tuple(q.shape), tuple(k.shape), options_key), dtype=torch.uint8)
+    settings = (causal, softmax_scale, deterministic, schedule, sm_margin, window_left, window_right, softcap)
+    options = _options(*settings)
+    workspace = q.new_empty(_backward_workspace_bytes(tuple(q.shape), tuple(k.shape), settings), dtype=torch.uint8)
     _library.backward(q, k, v, out, dout, lse, dlse, dq, dk, dv, workspace, options, _stream(q.device), sinks,
                       dsinks)
     return dq, dk, dv, dsinks_out
@@ -121,12 +120,18 @@ def _bwd(dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor, k: t
 bwd = torch.library.custom_op("dash_attn::bwd", _bwd, mutates_args=(), device_types="cuda")
 
 
+def _options(causal, softmax_scale, deterministic, schedule, sm_margin, window_left, window_right, softcap):
+    """The library's options (cached per argument list by make_options)."""
+    return _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin,
+                                 window_left=window_left, window_right=window_right, softcap=softcap)
+
+
 @functools.lru_cache(maxsize=256)
-def _backward_workspace_bytes(q_shape, k_shape, options_key):
+def _backward_workspace_bytes(q_shape, k_shape, settings):
     """The workspace a backward needs, a function of the shapes and the
-    options alone (the library's plan): asked once per distinct call (the C
+    settings alone (the library's plan): asked once per distinct call (the C
     ABI query costs ~6 us)."""
-    return _library.backward_workspace_size(q_shape, k_shape, _library.make_options(*options_key))
+    return _library.backward_workspace_size(q_shape, k_shape, _options(*settings))
 
 
 @bwd.register_fake
@@ -191,8 +196,7 @@ def _fwd_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q:
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
     # The forward has one schedule of its own: the backward's choice is not sent to it.
-    options = _library.make_options(causal, softmax_scale, True, "auto", sm_margin=sm_margin, window_left=window_left,
-                                    window_right=window_right, softcap=softcap)
+    options = _options(causal, softmax_scale, True, "auto", sm_margin, window_left, window_right, softcap)
     _library.forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, out,
                             lse, options, _stream(q.device), _sinks(sinks))
     return out, lse
@@ -231,8 +235,7 @@ def _bwd_varlen(dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tenso
     dq, dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
     sinks = _sinks(sinks)
     dsinks, dsinks_out = _dsinks(sinks, sinks_grad, q)
-    options = _library.make_options(causal, softmax_scale, deterministic, schedule, sm_margin=sm_margin,
-                                    window_left=window_left, window_right=window_right, softcap=softcap)
+    options = _options(causal, softmax_scale, deterministic, schedule, sm_margin, window_left, window_right, softcap)
     lengths = (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k)
     workspace = q.new_empty(_library.backward_varlen_workspace_size(q, k, *lengths, options), dtype=torch.uint8)
     _library.backward_varlen(q, k, v, out, dout, lse, dlse, *lengths, dq, dk, dv, workspace, options,
@@ -327,20 +330,22 @@ def _eager(inputs):
     return "direct"
 
 
-def forward(*inputs):
-    """fwd(*inputs) with its autograd: straight to the implementation in eager
-    mode on plain CUDA tensors (_eager), else through the op. The direct call
-    saves ~18 us of autograd.Function.apply per inference call (H200,
-    2026-12-04: 43 -> 25 us for the forward's Python and C ABI)."""
+def _run(inputs, implementation, function, op):
+    """The call on the route _eager picks: the implementation itself, the
+    eager autograd.Function or the op. The direct call saves ~18 us of
+    autograd.Function.apply per inference call (H200, 2026-12-04: 43 -> 25 us
+    for the forward's Python and C ABI)."""
     route = _eager(inputs)
     if route == "direct":
-        return _fwd(*inputs)
-    return _EagerFwd.apply(*inputs) if route == "function" else fwd(*inputs)
+        return implementation(*inputs)
+    return function.apply(*inputs) if route == "function" else op(*inputs)
+
+
+def forward(*inputs):
+    """fwd(*inputs) with its autograd (_run)."""
+    return _run(inputs, _fwd, _EagerFwd, fwd)
 
 
 def forward_varlen(*inputs):
-    """fwd_varlen(*inputs) with its autograd, as forward()."""
-    route = _eager(inputs)
-    if route == "direct":
-        return _fwd_varlen(*inputs)
-    return _EagerFwdVarlen.apply(*inputs) if route == "function" else fwd_varlen(*inputs)
+    """fwd_varlen(*inputs) with its autograd (_run)."""
+    return _run(inputs, _fwd_varlen, _EagerFwdVarlen, fwd_varlen)
