@@ -92,7 +92,7 @@ void run_backward(const char* function, const BackwardArgs& args, const plan::Ba
     config.grid = config.schedule.launch_grid(problem, cap);
   }
   if (problem.is_varlen()) sm90::launch_zero_unowned_gradient_rows(args, problem, stream);
-  sm90::launch_backward_preprocess(args, workspace, problem, stream);
+  sm90::launch_backward_preprocess(args, workspace, problem, config.softmax_scale, config.softcap, stream);
   dispatch::launch_backward_main(args, workspace, config, host::has_score_mods(options), stream);
   sm90::launch_backward_postprocess(args, workspace, problem, config.softmax_scale, stream);
 }

@@ -26,8 +26,8 @@ void carve(plan::BackwardWorkspace& w, const ProblemShape& s, const Options& opt
   const std::size_t kv_rows = kv_slots * w.tile.block_n;
   std::size_t cursor = 0;
   w.dq_accum = take(cursor, q_rows * s.head_dim * sizeof(float));
-  w.lse_log2 = take(cursor, q_rows * sizeof(float));
-  w.dpsum = take(cursor, q_rows * sizeof(float));
+  w.minus_lse = take(cursor, q_rows * sizeof(float));
+  w.minus_d = take(cursor, q_rows * sizeof(float));
   if (ordered) w.dq_counters = take(cursor, q_slots * sizeof(int32_t));
   // Whether the call has sinks is not known here (they are an argument, not
   // an option): 4 bytes per dQ tile, under 0.1% of the dQ accumulator.

@@ -62,7 +62,7 @@ TEST(BackwardPlan, ClaimCounterHasItsOwnSlice) {
     EXPECT_EQ(w.work_counter.bytes, sizeof(int32_t));
     EXPECT_EQ(w.work_counter.offset % 256, 0u);
     EXPECT_LE(w.work_counter.offset + w.work_counter.bytes, w.total_bytes);
-    EXPECT_GE(w.work_counter.offset, w.dpsum.offset + w.dpsum.bytes);
+    EXPECT_GE(w.work_counter.offset, w.minus_d.offset + w.minus_d.bytes);
   }
 }
 

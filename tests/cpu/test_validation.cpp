@@ -416,7 +416,7 @@ TEST(WorkspacePlan, SizesEverySliceAndAlignsIt) {
   EXPECT_EQ(w.dq_accum.bytes, 2u * 8 * 128 * 128 * sizeof(float));
   EXPECT_EQ(w.dq_counters.bytes, 2u * 8 * 2 * sizeof(int32_t));
   EXPECT_GT(w.dk_accum.bytes, 0u);  // GQA accumulates dK/dV in fp32
-  for (const plan::WorkspaceSlice* slice : {&w.dq_accum, &w.lse_log2, &w.dpsum, &w.dq_counters, &w.dk_accum,
+  for (const plan::WorkspaceSlice* slice : {&w.dq_accum, &w.minus_lse, &w.minus_d, &w.dq_counters, &w.dk_accum,
                                             &w.dv_accum, &w.dkv_counters}) {
     EXPECT_EQ(slice->offset % 256, 0u);
     EXPECT_LE(slice->offset + slice->bytes, w.total_bytes);

@@ -1,8 +1,10 @@
-// The backward preprocess kernel against a CPU computation of D and LSE*log2(e).
+// The backward preprocess kernel against a CPU computation of -D and -LSE in
+// the main kernel's units (-lse * log2(e) / bwd::lse_divisor).
 #include <cmath>
 
 #include "common/compare.hpp"
 #include "gpu_support.hpp"
+#include "kernels/sm90/bwd/bwd_row_stats.hpp"
 #include "kernels/sm90/launch.hpp"
 
 namespace dash_attn {
@@ -41,12 +43,16 @@ TEST(BackwardPreprocess, MatchesHostComputationAndClearsAccumulators) {
   a.lse = LseView{lse.get(), s.heads_q * s.seqlen_q, s.seqlen_q};
   a.workspace = workspace.get();
   a.workspace_bytes = w.total_bytes;
-  sm90::launch_backward_preprocess(a, w, host::backward_tile_problem(s, options), nullptr);
+  const float softmax_scale = 0.3f;
+  sm90::launch_backward_preprocess(a, w, host::backward_tile_problem(s, options), softmax_scale, 0.f, nullptr);
   DASH_TEST_CUDA(cudaDeviceSynchronize());
 
   const std::vector<char> bytes = workspace.download();
-  const auto* dpsum = reinterpret_cast<const float*>(bytes.data() + w.dpsum.offset);
-  const auto* lse_log2 = reinterpret_cast<const float*>(bytes.data() + w.lse_log2.offset);
+  const auto* minus_d = reinterpret_cast<const float*>(bytes.data() + w.minus_d.offset);
+  const auto* minus_lse = reinterpret_cast<const float*>(bytes.data() + w.minus_lse.offset);
+  // hdim 128 starts S^T's accumulator at -LSE: in the units of q.k.
+  const float divisor = sm90::bwd::lse_divisor(static_cast<int>(s.head_dim), softmax_scale, 0.f);
+  ASSERT_EQ(divisor, sm90::bwd::exponent_scale(softmax_scale, 0.f));
   const auto* dq_accum = reinterpret_cast<const float*>(bytes.data() + w.dq_accum.offset);
   const auto* counters = reinterpret_cast<const int32_t*>(bytes.data() + w.dq_counters.offset);
   const int64_t padded = static_cast<int64_t>(w.q_tiles) * w.tile.block_m;
@@ -55,8 +61,8 @@ TEST(BackwardPreprocess, MatchesHostComputationAndClearsAccumulators) {
       for (int64_t r = 0; r < padded; ++r) {
         const int64_t slot = (b * s.heads_q + h) * padded + r;
         if (r >= s.seqlen_q) {
-          EXPECT_EQ(dpsum[slot], 0.0f);
-          EXPECT_EQ(lse_log2[slot], INFINITY);
+          EXPECT_EQ(minus_d[slot], 0.0f);
+          EXPECT_EQ(minus_lse[slot], -INFINITY);
           continue;
         }
         double d = 0.0;
@@ -64,10 +70,10 @@ TEST(BackwardPreprocess, MatchesHostComputationAndClearsAccumulators) {
           const int64_t i = ((b * s.seqlen_q + r) * s.heads_q + h) * s.head_dim + k;
           d += out_x[i] * dout_x[i];
         }
-        ASSERT_NEAR(dpsum[slot], d, 1e-4 * (1.0 + std::abs(d))) << "D at " << b << "," << h << "," << r;
+        ASSERT_NEAR(minus_d[slot], -d, 1e-4 * (1.0 + std::abs(d))) << "D at " << b << "," << h << "," << r;
         const float lse_in = lse_h[(b * s.heads_q + h) * s.seqlen_q + r];
-        const float expected = lse_in == -INFINITY ? INFINITY : lse_in * static_cast<float>(M_LOG2E);
-        ASSERT_FLOAT_EQ(lse_log2[slot], expected) << "LSE at " << b << "," << h << "," << r;
+        const float expected = lse_in == -INFINITY ? -INFINITY : -(lse_in * static_cast<float>(M_LOG2E)) / divisor;
+        ASSERT_FLOAT_EQ(minus_lse[slot], expected) << "LSE at " << b << "," << h << "," << r;
       }
   for (size_t i = 0; i < w.dq_accum.bytes / sizeof(float); ++i) ASSERT_EQ(dq_accum[i], 0.0f) << "dq_accum " << i;
   for (size_t i = 0; i < w.dq_counters.bytes / sizeof(int32_t); ++i) ASSERT_EQ(counters[i], 0) << "counter " << i;

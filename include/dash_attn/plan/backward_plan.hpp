@@ -25,8 +25,8 @@ struct BackwardWorkspace {
   // Each slice holds one entry (a block_m x head_dim tile, block_m rows, one
   // counter) per slot of accum: the slots of every head.
   WorkspaceSlice dq_accum;     // fp32 dQ tiles (block_m x head_dim each, bwd_dq_layout.hpp)
-  WorkspaceSlice lse_log2;     // fp32 block_m rows per dQ slot
-  WorkspaceSlice dpsum;        // fp32 block_m rows per dQ slot: D = rowsum(dO * O)
+  WorkspaceSlice minus_lse;    // fp32 block_m rows per dQ slot: -LSE as the main kernel reads it
+  WorkspaceSlice minus_d;      // fp32 block_m rows per dQ slot: -D, D = rowsum(dO * O) - dlse
   WorkspaceSlice dq_counters;  // int32 per dQ slot (deterministic schedules only)
   WorkspaceSlice sink_partials;  // fp32 per dQ slot: the tile's share of d sinks (used with dsinks)
   WorkspaceSlice dk_accum;     // fp32 (block_n x head_dim, row-major) per KV slot, GQA/MQA only

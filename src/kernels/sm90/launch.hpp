@@ -49,12 +49,14 @@ void run_forward_varlen(const VarlenForwardArgs& args, const ForwardConfig& conf
 // when none can be made now (the kernel then takes the static order).
 int* forward_tile_counter(cudaStream_t stream);
 
-// D = rowsum(dO * O) - dlse, LSE in log2 units, zero dQ accumulator and
+// -D (D = rowsum(dO * O) - dlse) and -LSE as the main kernel reads them
+// (bwd/bwd_row_stats.hpp: softmax_scale and softcap set the units), zero dQ accumulator and
 // counters; with args.dsinks, the sinks' gradient (a fixed-order sum).
 // `problem` gives each sequence's rows (a varlen batch's BackwardArgs view
 // the packed tensors with batch_stride 0; backward_varlen in dispatch/api.cpp).
 void launch_backward_preprocess(const BackwardArgs& args, const plan::BackwardWorkspace& workspace,
-                                const schedule::TileProblem& problem, cudaStream_t stream);
+                                const schedule::TileProblem& problem, float softmax_scale, float softcap,
+                                cudaStream_t stream);
 
 // Varlen: zero dQ, dK, dV rows that no sequence owns (lead, seqused slack,
 // tail), before the other backward kernels run on the stream.

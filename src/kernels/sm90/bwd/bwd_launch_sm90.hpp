@@ -63,10 +63,10 @@ void launch_backward_kernel(const BackwardArgs& a, const plan::BackwardWorkspace
   p.total_items = p.varlen ? 0 : p.schedule.total_items(c.problem);
   p.accum = w.accum;
   p.softmax_scale = c.softmax_scale;
-  p.scale_log2 = (c.softcap > 0.f ? c.softcap : c.softmax_scale) * static_cast<float>(M_LOG2E);
+  p.scale_log2 = exponent_scale(c.softmax_scale, c.softcap);
   p.softcap_scale = c.softcap > 0.f ? c.softmax_scale / c.softcap : 0.f;
-  p.lse_log2 = reinterpret_cast<const float*>(at(w.lse_log2));
-  p.dpsum = reinterpret_cast<const float*>(at(w.dpsum));
+  p.minus_lse = reinterpret_cast<const float*>(at(w.minus_lse));
+  p.minus_d = reinterpret_cast<const float*>(at(w.minus_d));
   p.dq_accum = reinterpret_cast<float*>(at(w.dq_accum));
   p.dq_counters = reinterpret_cast<int*>(at(w.dq_counters));
   p.dk_accum = reinterpret_cast<float*>(at(w.dk_accum));

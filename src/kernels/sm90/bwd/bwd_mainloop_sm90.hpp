@@ -101,14 +101,30 @@ struct BwdMainloop {
       Tensor s_acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Tensor dp_acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       cutlass::arch::ClusterBarrier::wait(&smem.q_full[stage], pipe.phase());
-      wgmma_gemm<true>(mma_sdp, t_k, t_q(_, _, _, stage), s_acc);
+      // dP^T's accumulator starts at -D and, kLseInAccumulator, S^T's at -LSE
+      // (bwd_row_stats.hpp; both travel with Q): the steps after the waits
+      // then load nothing, and dS^T needs no subtraction. H200 A/B against
+      // loading them there (docs/perf_log.md, 2026-12-04): -D hdim 64 +0-3%,
+      // hdim 256 even; hdim 128 with -LSE too +1-10%. Filled before the
+      // step's first GEMM: written while S^T's GEMM ran, ptxas made the dP
+      // GEMM wait for it (C7517).
+      const float* minus_lse = smem.minus_lse[stage];
+      const float* minus_d = smem.minus_d[stage];
+      CUTE_UNROLL
+      for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) = minus_d[get<1>(coord_s(i))];
+      warpgroup_fence_operand(dp_acc);
+      if constexpr (Traits::kLseInAccumulator) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(s_acc); ++i) s_acc(i) = minus_lse[get<1>(coord_s(i))];
+        warpgroup_fence_operand(s_acc);
+      }
+      wgmma_gemm<!Traits::kLseInAccumulator>(mma_sdp, t_k, t_q(_, _, _, stage), s_acc);
       cutlass::arch::ClusterBarrier::wait(&smem.dout_full[stage], pipe.phase());
-      wgmma_gemm<true>(mma_sdp, t_v, t_do(_, _, _, stage), dp_acc);
+      wgmma_gemm<false>(mma_sdp, t_v, t_do(_, _, _, stage), dp_acc);
 
-      // P^T = exp2(S^T * scale_log2 - lse_log2); with a softcap S^T is first
+      // P^T = exp2(x * scale_log2 - lse_log2), x = S^T, or with a softcap
       // tanh(S^T * softcap_scale), whose derivative 1 - tanh^2 dS^T needs.
       warpgroup_wait<1>();
-      const float* lse = smem.lse_log2[stage];
       [[maybe_unused]] decltype(make_fragment_like(s_acc)) dtanh;
       if constexpr (Traits::kSoftcap) {
         CUTE_UNROLL
@@ -119,7 +135,8 @@ struct BwdMainloop {
       }
       CUTE_UNROLL
       for (int i = 0; i < size(s_acc); ++i)
-        s_acc(i) = exp2_approx(fmaf(s_acc(i), params.scale_log2, -lse[get<1>(coord_s(i))]));
+        s_acc(i) = exp2_approx(Traits::kLseInAccumulator ? s_acc(i) * params.scale_log2
+                                                         : fmaf(s_acc(i), params.scale_log2, minus_lse[get<1>(coord_s(i))]));
       // Hidden keys (past seqlen_k, past a causal row's last visible key or
       // outside a window) get P = 0 after the exponential: selecting its
       // input or skipping it per element compiled to a serial chain of
@@ -139,11 +156,10 @@ struct BwdMainloop {
         }
       }
 
-      // dS^T = P^T o (dP^T - D) (o (1 - tanh^2) under a softcap).
+      // dS^T = P^T o (dP^T - D) (o (1 - tanh^2) under a softcap); the accumulator holds dP^T - D.
       warpgroup_wait<0>();
-      const float* dpsum = smem.dpsum[stage];
       CUTE_UNROLL
-      for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) = s_acc(i) * (dp_acc(i) - dpsum[get<1>(coord_s(i))]);
+      for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) = s_acc(i) * dp_acc(i);
       if constexpr (Traits::kSoftcap) {
         CUTE_UNROLL
         for (int i = 0; i < size(dp_acc); ++i) dp_acc(i) *= dtanh(i);

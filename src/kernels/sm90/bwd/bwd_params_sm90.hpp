@@ -32,16 +32,16 @@ struct BwdParams {
   // items' sequences with a scan (no total_items: the host has no lengths).
   bool varlen = false;
   int total_items = 0;
-  // P = exp2(S * scale_log2 - lse_log2) with scale_log2 = softmax_scale * log2(e);
-  // with a softcap S is tanh(q.k * softcap_scale) and scale_log2 softcap * log2(e).
+  // exponent_scale (bwd_row_stats.hpp): softmax_scale * log2(e), or softcap *
+  // log2(e) with a softcap (the score is then tanh(q.k * softcap_scale)).
   float scale_log2 = 0.f;
   float softcap_scale = 0.f;   // softmax_scale / softcap (read by kSoftcap kernels only)
   float softmax_scale = 0.f;   // applied to dK here, to dQ in the postprocess
 
   // Workspace: where each (sequence, head)'s tiles are (accumulator_tiles.hpp).
   plan::AccumulatorTiles accum;
-  const float* lse_log2 = nullptr;
-  const float* dpsum = nullptr;
+  const float* minus_lse = nullptr;  // the preprocess's rows (bwd_row_stats.hpp)
+  const float* minus_d = nullptr;
   float* dq_accum = nullptr;     // one contiguous kBlockM x d tile per slot, see dq_offset()
   int* dq_counters = nullptr;    // per slot
   // GQA/MQA chains over part of a group (Schedule::reduces_dkv): one fp32

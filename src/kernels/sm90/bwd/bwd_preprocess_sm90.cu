@@ -1,12 +1,13 @@
 // Backward preprocess: one CTA per (q tile, head, sequence); for a varlen
 // batch the grid covers the longest sequence's tiles and the CTAs past a
 // sequence's own return at once.
-//  - D = rowsum(dO * O) in fp32 (the softmax-gradient correction term), less
-//    the optional lse gradient: lse's derivative by a score is its P, so dS
-//    gains P * dlse, i.e. D - dlse in dS = P * (dP - D);
-//  - LSE converted to log2 units so the main kernel computes P with one exp2;
-//    rows with LSE = -inf (fully masked) and padding rows beyond seqlen_q get
-//    +inf, which makes every P of that row exactly 0;
+//  - -D, D = rowsum(dO * O) in fp32 (the softmax-gradient correction term),
+//    less the optional lse gradient: lse's derivative by a score is its P, so
+//    dS gains P * dlse, i.e. D - dlse in dS = P * (dP - D);
+//  - -LSE in the units the main kernel reads it (bwd_row_stats.hpp), so it
+//    computes P with one exp2; rows with LSE = -inf (fully masked) and
+//    padding rows beyond seqlen_q get -inf, which makes every P of that row
+//    exactly 0;
 //  - the fp32 dQ accumulator of the tile and its reduction counter zeroed, so
 //    every call starts from the same state whatever earlier calls left;
 //  - with dsinks: each tile's share -sum_rows exp(sink - lse) * D of the
@@ -20,6 +21,8 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+
+#include "bwd_row_stats.hpp"
 
 // Sequences are ranked by their work within a window's band (the ScoreMods
 // main kernels see the same band).
@@ -47,8 +50,8 @@ struct PreprocessParams {
   int64_t lse_batch_stride, lse_head_stride;
   const float* dlse;  // null: no lse gradient
   int64_t dlse_batch_stride, dlse_head_stride;
-  float* lse_log2;
-  float* dpsum;
+  float* minus_lse;
+  float* minus_d;
   float* dq_accum;
   int32_t* dq_counters;  // null for the atomic schedule
   int32_t* unordered;    // varlen: set to 1 when cu_seqlens do not ascend; null otherwise
@@ -57,6 +60,7 @@ struct PreprocessParams {
   schedule::TileProblem problem;  // each sequence's rows
   plan::AccumulatorTiles accum;   // each (sequence, head)'s workspace tiles
   int head_dim, block_m;
+  float lse_divisor;  // bwd::lse_divisor: minus_lse = -lse_log2 / lse_divisor
   int first_sequence;             // of this launch (grid.z holds at most 65535)
 };
 
@@ -117,8 +121,8 @@ __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessPara
     if (chunk == 0) {
       if (p.dlse != nullptr && row < rows.length)
         d -= p.dlse[batch * p.dlse_batch_stride + head * p.dlse_head_stride + packed_row];
-      p.dpsum[slot * p.block_m + local] = d;
-      p.lse_log2[slot * p.block_m + local] = lse_log2;
+      p.minus_d[slot * p.block_m + local] = -d;
+      p.minus_lse[slot * p.block_m + local] = -lse_log2 / p.lse_divisor;
       // The sink's P is exp2(sink - lse) in log2 units: 0 for a padding row (lse_log2 = +inf).
       if (p.sinks != nullptr) sink_terms[local] = -exp2f(sink_log2 - lse_log2) * d;
     }
@@ -189,7 +193,8 @@ __global__ void __launch_bounds__(kThreads) sink_gradient_kernel(const float* pa
 }  // namespace
 
 void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorkspace& w,
-                                const schedule::TileProblem& problem, cudaStream_t stream) {
+                                const schedule::TileProblem& problem, float softmax_scale, float softcap,
+                                cudaStream_t stream) {
   auto* base = static_cast<char*>(a.workspace);
   PreprocessParams p{};
   p.out = a.out.data;
@@ -202,8 +207,8 @@ void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorks
   p.dlse = a.dlse.data;
   p.dlse_batch_stride = a.dlse.batch_stride;
   p.dlse_head_stride = a.dlse.head_stride;
-  p.lse_log2 = reinterpret_cast<float*>(base + w.lse_log2.offset);
-  p.dpsum = reinterpret_cast<float*>(base + w.dpsum.offset);
+  p.minus_lse = reinterpret_cast<float*>(base + w.minus_lse.offset);
+  p.minus_d = reinterpret_cast<float*>(base + w.minus_d.offset);
   p.dq_accum = reinterpret_cast<float*>(base + w.dq_accum.offset);
   p.dq_counters = w.dq_counters.bytes ? reinterpret_cast<int32_t*>(base + w.dq_counters.offset) : nullptr;
   p.unordered = w.unordered.bytes ? reinterpret_cast<int32_t*>(base + w.unordered.offset) : nullptr;
@@ -213,6 +218,7 @@ void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorks
   p.sink_partials = reinterpret_cast<float*>(base + w.sink_partials.offset);
   p.head_dim = static_cast<int>(a.shape.head_dim);
   p.block_m = w.tile.block_m;
+  p.lse_divisor = bwd::lse_divisor(p.head_dim, softmax_scale, softcap);
   if (p.unordered != nullptr) DASH_CUDA_CHECK(cudaMemsetAsync(p.unordered, 0, sizeof(int32_t), stream));
   if (w.sequence_order.bytes) {
     const auto blocks = static_cast<unsigned>((a.shape.batch + kThreads - 1) / kThreads);

@@ -127,8 +127,8 @@ struct BwdProducer {
     // Both row statistics travel with Q: the Q stage is the one every MMA thread releases.
     Barrier::arrive_and_expect_tx(&smem.q_full[stage], Traits::kQBytes + 2 * Traits::kRowStatBytes);
     copy(params.tma_q.with(smem.q_full[stage]), tma_g_q(_, q_tile), tma_s_q(_, stage));
-    bulk_copy_g2s(smem.lse_log2[stage], params.lse_log2 + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
-    bulk_copy_g2s(smem.dpsum[stage], params.dpsum + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
+    bulk_copy_g2s(smem.minus_lse[stage], params.minus_lse + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
+    bulk_copy_g2s(smem.minus_d[stage], params.minus_d + first_row, Traits::kRowStatBytes, &smem.q_full[stage]);
     // kDqInQStage: q_empty covers dO too (the dQ tile lay over both).
     if constexpr (!Traits::kDqInQStage) cutlass::arch::ClusterBarrier::wait(&smem.dout_empty[stage], phase ^ 1);
     Barrier::arrive_and_expect_tx(&smem.dout_full[stage], Traits::kQBytes);

@@ -28,6 +28,7 @@
 #include <cute/atom/copy_traits_sm90.hpp>
 #include <cutlass/arch/barrier.h>
 
+#include "bwd_row_stats.hpp"
 #include "bwd_work_sm90.hpp"
 #include "dash_attn/tile_config.hpp"
 
@@ -49,6 +50,7 @@ struct BwdTraits {
   static constexpr bool kScoreMods = kScoreMods_;
   static constexpr bool kSoftcap = kSoftcap_;
   static_assert(kScoreMods || !kSoftcap, "the softcap is a score mod");
+  static constexpr bool kLseInAccumulator = lse_in_accumulator(kHeadDim, kSoftcap);
   static constexpr int kBlockM = backward_tile(kHeadDim).block_m;
   static constexpr int kBlockN = backward_tile(kHeadDim).block_n;
   static constexpr bool kSplitHeadDim = kBlockN == 64;
@@ -175,8 +177,8 @@ struct BwdTraits {
     alignas(1024) Element ds[kDsBuffers * cosize_v<SmemLayoutDs>];
     // Unused with kDqInQStage (dq_over_stage).
     alignas(128) std::conditional_t<kDqInQStage, float[1], float[kDqStages][kDqTileFloats]> dq;
-    alignas(16) float lse_log2[kStages][kBlockM];
-    alignas(16) float dpsum[kStages][kBlockM];
+    alignas(16) float minus_lse[kStages][kBlockM];  // bwd_row_stats.hpp
+    alignas(16) float minus_d[kStages][kBlockM];
     alignas(8) uint64_t q_full[kStages];
     uint64_t q_empty[kStages];
     uint64_t dout_full[kStages];
