@@ -6,12 +6,14 @@
 // takes the loads out of the steps after the wgmma waits.
 #pragma once
 
+#include <cmath>
+
 namespace dash_attn::sm90::bwd {
 
 // P = exp2(x * scale - lse_log2): x = q.k, or tanh(q.k * softmax_scale /
 // softcap) under a softcap.
 inline float exponent_scale(float softmax_scale, float softcap) {
-  return (softcap > 0.f ? softcap : softmax_scale) * 1.4426950408889634f;
+  return (softcap > 0.f ? softcap : softmax_scale) * static_cast<float>(M_LOG2E);
 }
 
 // Whether S^T's accumulator starts at -LSE (P = exp2(acc * scale), no LSE
