@@ -118,10 +118,10 @@ TEST(ScheduleResolve, MasksAndAuto) {
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);
   p.causal = true;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 64 x 128 tiles, 32 KV
+  p.seqlen_k = p.seqlen_q = 3968;
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 31 KV tiles
   p.seqlen_k = p.seqlen_q = 2048;
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 16 KV tiles
-  p.seqlen_k = p.seqlen_q = 1920;
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 15 KV tiles
+  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 16 KV tiles
   p.seqlen_k = p.seqlen_q = 4096;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kShift, p), ScheduleKind::kSymmetricShift);
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kFA3, p), ScheduleKind::kFA3);

@@ -11,9 +11,9 @@ namespace dash_attn::schedule {
 
 // Causal heads with at least this many KV tiles run descending under auto,
 // fewer run fa3 (see below): square tiles (hdim 64's 128 x 128, hdim 256's
-// 64 x 64) from 64 KV tiles, hdim 128's 64 x 128 from 16.
+// 64 x 64) from 64 KV tiles, hdim 128's 64 x 128 from 32.
 inline constexpr int kAutoDescendingMinKvTiles = 64;
-inline constexpr int kAutoDescendingMinKvTilesShortQ = 16;
+inline constexpr int kAutoDescendingMinKvTilesShortQ = 32;
 
 // GQA/MQA: q-heads of a KV head that one chain walks, one after the other,
 // against its KV tile (Schedule::chain_heads). A chain that walks the whole
@@ -47,9 +47,12 @@ DASH_HOST_DEVICE inline int default_chain_heads(const TileProblem& p) {
 //   ahead: with square tiles (hdim 64's 128 x 128, hdim 256's 64 x 64) under
 //   64 KV tiles by 2-11% (hdim 256: 1-6% at 512-2k, while descending is
 //   14-65% ahead from 64 KV tiles, 2026-12-01 b228d52); with hdim 128's
-//   64 x 128 tiles under 16 KV tiles by 13% / 17% at 512 / 1k (200.7 / 302.1
-//   TFLOPS against 180.0 / 255.2; at 2k descending 404.9, fa3 400.0; H200,
-//   483cb34, docs/perf_log.md seventeenth session). A varlen causal batch gets descending whatever its
+//   64 x 128 tiles under 32 KV tiles: by 13% / 17% at 512 / 1k (H200,
+//   483cb34, docs/perf_log.md seventeenth session), and at 2k (16 KV tiles)
+//   by 4% since the row statistics moved into the accumulators (4b1790a:
+//   fa3 426 / 426 TFLOPS against descending 408 / 409 in two of three
+//   alternated rounds, even in the third; at 4k descending 507 against fa3
+//   489-505; H200, docs/perf_log.md twenty-fourth session). A varlen causal batch gets descending whatever its
 //   lengths: choosing by length would let other sequences of the batch change
 //   a sequence's bits. A sliding window gets descending (never a wave
 //   schedule: see supports_window), chosen on the raw window values, not on
