@@ -34,7 +34,9 @@ TEST(BackwardPlan, ShiftFollowsTheMaskAndAutoTheShape) {
   const ProblemShape long_rows{2, 4096, 4096, 4, 2, 128};  // 32 KV tiles
   EXPECT_EQ(host::backward_schedule(long_rows, with(ScheduleKind::kAuto, true)), ScheduleKind::kDescending);
   const ProblemShape square_tiles{1, 1000, 1000, 4, 4, 64};  // hdim 64: 128 x 128 tiles, 8 KV tiles
-  EXPECT_EQ(host::backward_schedule(square_tiles, with(ScheduleKind::kAuto, true)), ScheduleKind::kFA3);
+  EXPECT_EQ(host::backward_schedule(square_tiles, with(ScheduleKind::kAuto, true)), ScheduleKind::kDescending);
+  const ProblemShape small_square_tiles{1, 1000, 1000, 4, 4, 256};  // hdim 256: 64 x 64 tiles, 16 KV tiles
+  EXPECT_EQ(host::backward_schedule(small_square_tiles, with(ScheduleKind::kAuto, true)), ScheduleKind::kFA3);
   EXPECT_EQ(host::backward_schedule(square_tiles, with(ScheduleKind::kAuto, false)), ScheduleKind::kDescending);
 }
 
@@ -52,7 +54,7 @@ TEST(BackwardPlan, TileProblemMatchesTheWorkspaceTiles) {
   EXPECT_EQ(p.head_tiles(0).q_tiles(), w.q_tiles);
   EXPECT_EQ(p.head_tiles(0).kv_tiles(), w.kv_tiles);
   // One work item per chain for fa3: batch * heads_q * kv_tiles.
-  EXPECT_EQ(schedule::Schedule(ScheduleKind::kFA3).total_items(p), 3 * 4 * w.kv_tiles);
+  EXPECT_EQ(schedule::Schedule(ScheduleKind::kFA3, p).total_items(p), 3 * 4 * w.kv_tiles);
 }
 
 TEST(BackwardPlan, ClaimCounterHasItsOwnSlice) {

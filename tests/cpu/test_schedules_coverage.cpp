@@ -106,10 +106,31 @@ TEST(ScheduleCoverage, ClaimOrderDealsInterleavedHeadsRoundRobin) {
 TEST(ScheduleCoverage, OnlyChainSchedulesInterleaveHeads) {
   EXPECT_EQ(schedule::Schedule(ScheduleKind::kShift, 8).interleaved_heads(), 1);
   EXPECT_EQ(schedule::Schedule(ScheduleKind::kSymmetricShift, 8).interleaved_heads(), 1);
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kShift), 1);
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kSymmetricShift), 1);
+  schedule::TileProblem p{1, 8, 8, 64, 128, true, 4096, 4096};
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kShift, p), 1);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kSymmetricShift, p), 1);
   for (ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending})
-    EXPECT_EQ(schedule::claim_interleave(kind), schedule::kChainClaimInterleave) << to_string(kind);
+    EXPECT_EQ(schedule::claim_interleave(kind, p), schedule::kChainClaimInterleave) << to_string(kind);
+}
+
+// Descending on causal heads of hdim 64's 128 x 128 tiles deals more heads;
+// nothing else does (not full masks or non-causal windows, other tiles or kinds).
+TEST(ScheduleCoverage, CausalWideTilesInterleaveMoreHeads) {
+  schedule::TileProblem p{1, 8, 8, 128, 128, true, 4096, 4096};
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, p), schedule::kCausalWideTileClaimInterleave);
+  EXPECT_EQ(schedule::Schedule(ScheduleKind::kDescending, p).interleaved_heads(),
+            schedule::kCausalWideTileClaimInterleave);
+  for (ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3})
+    EXPECT_EQ(schedule::claim_interleave(kind, p), schedule::kChainClaimInterleave) << to_string(kind);
+  schedule::TileProblem full = p;
+  full.causal = false;
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, full), schedule::kChainClaimInterleave);
+  schedule::TileProblem window = full;
+  window.window_left = 1024, window.window_right = 0;
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, window), schedule::kChainClaimInterleave);
+  schedule::TileProblem small = p;
+  small.block_m = small.block_n = 64;  // hdim 256
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, small), schedule::kChainClaimInterleave);
 }
 
 TEST(ScheduleResolve, MasksAndAuto) {
@@ -125,11 +146,15 @@ TEST(ScheduleResolve, MasksAndAuto) {
   p.seqlen_k = p.seqlen_q = 4096;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kShift, p), ScheduleKind::kSymmetricShift);
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kFA3, p), ScheduleKind::kFA3);
-  p.block_m = 128;  // hdim 64's square tiles: fa3 ahead on causal heads of fewer than 64 KV tiles
-  EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 32 KV tiles
-  p.seqlen_k = p.seqlen_q = 8064;
+  p.block_m = 128;  // hdim 64's 128 x 128 tiles: descending at every length
+  for (int seqlen : {128, 512, 2048, 8064, 8192}) {
+    p.seqlen_k = p.seqlen_q = seqlen;
+    EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending) << seqlen;
+  }
+  p.block_m = p.block_n = 64;  // hdim 256's square tiles: fa3 ahead on causal heads of fewer than 64 KV tiles
+  p.seqlen_k = p.seqlen_q = 4032;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);  // 63 KV tiles
-  p.seqlen_k = p.seqlen_q = 8192;
+  p.seqlen_k = p.seqlen_q = 4096;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);  // 64 KV tiles
   p.causal = false;
   p.seqlen_k = p.seqlen_q = 1024;
@@ -138,6 +163,7 @@ TEST(ScheduleResolve, MasksAndAuto) {
   schedule::TileProblem g{4, 64, 8, 128, 128, true, 4096, 4096};
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, g), ScheduleKind::kDescending);
   g.heads_q = 8, g.heads_kv = 2;  // 8 / 2: no walk (it would leave fewer than 8 chain heads)
+  g.block_m = g.block_n = 64, g.seqlen_q = g.seqlen_k = 2048;  // hdim 256's tiles, 32 KV tiles
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, g), ScheduleKind::kFA3);
 }
 

@@ -127,7 +127,7 @@ TEST(ScheduleLaunchGrid, WholeWavesPerRoundAndNeverBelowTheCoResidency) {
   for (const OwnedProblem& owned : random_problems(9, 120, 1500)) {
     const schedule::TileProblem p = owned.get();
     for (ScheduleKind kind : kAllKinds) {
-      const schedule::Schedule s(schedule::resolve_schedule(kind, p));
+      const schedule::Schedule s(schedule::resolve_schedule(kind, p), p);
       const int need = s.required_coresidency(p);
       const int items = s.total_items(p);
       for (int cap : {need, need + 1, 2 * need + 5, 132}) {

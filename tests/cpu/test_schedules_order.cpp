@@ -50,7 +50,7 @@ struct Arrival {
 
 std::vector<int> wave_starts(const schedule::TileProblem& p, const model::ScheduleTrace& trace) {
   std::vector<int> start(trace.items.size(), 0);
-  const schedule::Schedule s(trace.kind);
+  const schedule::Schedule s(trace.kind, p);
   std::size_t k = 0;
   for (int b = 0; b < p.batch; ++b) {
     const schedule::HeadTiles t = p.head_tiles(b);
@@ -126,7 +126,7 @@ TEST(ScheduleOrder, WaveRanksMatchBruteForceSort) {
     const schedule::TileProblem p = owned.get();
     for (ScheduleKind kind : {ScheduleKind::kShift, ScheduleKind::kSymmetricShift}) {
       const model::ScheduleTrace trace = model::build_trace(p, kind);
-      const schedule::Schedule s(trace.kind);
+      const schedule::Schedule s(trace.kind, p);
       std::vector<std::vector<std::tuple<int, int, int, int>>> keyed(trace.dq_contributors.size());  // wave, step, pair, rank
       std::size_t k = 0;
       for (int b = 0; b < p.batch; ++b) {

@@ -108,7 +108,7 @@ constexpr ScheduleKind kWindowKinds[] = {ScheduleKind::kAtomic, ScheduleKind::kF
                                          ScheduleKind::kAuto};
 
 TEST(ScheduleWindow, ResolveAndSupport) {
-  TileProblem p{1, 4, 4, 128, 128, true, 1024, 1024};
+  TileProblem p{1, 4, 4, 64, 64, true, 1024, 1024};  // hdim 256's tiles: fa3 on a short causal head
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kFA3);
   p.window_left = 100;
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kAuto, p), ScheduleKind::kDescending);

@@ -91,7 +91,7 @@ TEST(ScheduleDeviceTrace, MatchesTheHost) {
     }
     for (ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending, ScheduleKind::kShift,
                               ScheduleKind::kSymmetricShift, ScheduleKind::kAuto}) {
-      const Schedule s(schedule::resolve_schedule(kind, host_problem));
+      const Schedule s(schedule::resolve_schedule(kind, host_problem), host_problem);
       const int total = s.total_items(host_problem);
       std::vector<int> offsets(total + 1, 0);
       for (int k = 0; k < total; ++k) offsets[k + 1] = offsets[k] + record_size(s, host_problem, k);

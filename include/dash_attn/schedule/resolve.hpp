@@ -10,10 +10,16 @@
 namespace dash_attn::schedule {
 
 // Causal heads with at least this many KV tiles run descending under auto,
-// fewer run fa3 (see below): square tiles (hdim 64's 128 x 128, hdim 256's
-// 64 x 64) from 64 KV tiles, hdim 128's 64 x 128 from 32.
+// fewer run fa3 (see below): hdim 256's 64 x 64 tiles from 64 KV tiles,
+// hdim 128's 64 x 128 from 32; hdim 64's 128 x 128 always (is_wide_square_tile).
 inline constexpr int kAutoDescendingMinKvTiles = 64;
 inline constexpr int kAutoDescendingMinKvTilesShortQ = 32;
+
+// hdim 64's 128 x 128 backward tile: a step of its chains is the longest
+// (128 Q rows) and a head has the fewest chains per token.
+DASH_HOST_DEVICE inline bool is_wide_square_tile(const TileProblem& p) {
+  return p.block_m == p.block_n && p.block_m >= 128;
+}
 
 // GQA/MQA: q-heads of a KV head that one chain walks, one after the other,
 // against its KV tile (Schedule::chain_heads). A chain that walks the whole
@@ -46,7 +52,10 @@ DASH_HOST_DEVICE inline int default_chain_heads(const TileProblem& p) {
 //   long causal rows; except causal heads of few KV tiles, where fa3 is
 //   ahead: with square tiles (hdim 64's 128 x 128, hdim 256's 64 x 64) under
 //   64 KV tiles by 2-11% (hdim 256: 1-6% at 512-2k, while descending is
-//   14-65% ahead from 64 KV tiles, 2026-12-01 b228d52); with hdim 128's
+//   14-65% ahead from 64 KV tiles, 2026-12-01 b228d52); hdim 64's 128 x 128
+//   tiles now always run descending: with 32 heads in its claim order
+//   (claim_interleave) it is even with fa3 at 512 and 1.02-1.03x fa3 at
+//   1k-4k (H200, docs/perf_log.md twenty-fifth session); with hdim 128's
 //   64 x 128 tiles under 32 KV tiles: by 13% / 17% at 512 / 1k (H200,
 //   483cb34, docs/perf_log.md seventeenth session), and at 2k (16 KV tiles)
 //   by 4% since the row statistics moved into the accumulators (4b1790a:
@@ -70,6 +79,7 @@ DASH_HOST_DEVICE inline ScheduleKind resolve_schedule(ScheduleKind kind, const T
     case ScheduleKind::kAuto: {
       if (p.has_window()) return ScheduleKind::kDescending;
       if (!p.causal || p.is_varlen() || default_chain_heads(p) > 1) return ScheduleKind::kDescending;
+      if (is_wide_square_tile(p)) return ScheduleKind::kDescending;
       const int kv_tiles = (p.seqlen_k + p.block_n - 1) / p.block_n;
       const int descending_from = p.block_m < p.block_n ? kAutoDescendingMinKvTilesShortQ : kAutoDescendingMinKvTiles;
       return kv_tiles >= descending_from ? ScheduleKind::kDescending : ScheduleKind::kFA3;
@@ -103,8 +113,28 @@ DASH_HOST_DEVICE inline bool supports_window(ScheduleKind kind) { return !is_wav
 // schedules take 1: a wave's members must be claimed together.
 inline constexpr int kChainClaimInterleave = 8;
 
-DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved) {
-  return is_wave_schedule(resolved) ? 1 : kChainClaimInterleave;
+// Descending on causal heads of hdim 64's 128 x 128 tiles takes 32. Its
+// chains all start at the last Q tile and each waits there for the previous
+// chain's ordered dQ add; a causal head's last chains are a few steps long,
+// so with 8 heads dealt consecutive chains of a head start faster than one
+// ordered hand-off (~2-4 us, acquire poll, bulk add, completion, release)
+// and queue behind each other. 32 heads spread them 4x apart. H200, bf16,
+// 16k tokens, 32 heads, 3 rounds (docs/perf_log.md twenty-fifth session):
+// 1k 221 -> 285 TFLOPS, 4k 386 -> 438, 8k 441 -> 481, 16k 459 -> 505 (atomic
+// 283 / 441 / 492 / 490), GQA 64/8 4k 422 -> 448; 16 and 64 heads are
+// slower. Not elsewhere: full masks lose 3-8% (hdim 64 full 8k 478 -> 441),
+// hdim 128 causal is even or loses (GQA 32/8 8k 553 -> 527), fa3 loses at
+// every length (its ranks follow the claim order's stagger). The claim
+// order never changes a rank, so it never changes a result's bits. A causal
+// window (window_left set) takes it too, unmeasured: its band is causal at
+// the diagonal, and a window wider than the sequence must claim as causal.
+inline constexpr int kCausalWideTileClaimInterleave = 32;
+
+DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved, const TileProblem& p) {
+  if (is_wave_schedule(resolved)) return 1;
+  if (resolved == ScheduleKind::kDescending && p.causal && is_wide_square_tile(p))
+    return kCausalWideTileClaimInterleave;
+  return kChainClaimInterleave;
 }
 
 }  // namespace dash_attn::schedule

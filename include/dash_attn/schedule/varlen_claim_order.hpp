@@ -35,7 +35,7 @@ inline std::vector<VarlenChain> varlen_claim_order(const VarlenProblem& p, Varle
     for (int s = 0; s < p.batch; ++s) sequences[s] = s;
     std::sort(sequences.begin(), sequences.end(), [&](int a, int b) { return sequence_claims_before(p, a, b); });
     // The kernel decodes descending's items (one chain each) with heads interleaved.
-    const Schedule schedule(ScheduleKind::kDescending);
+    const Schedule schedule(ScheduleKind::kDescending, p);
     std::vector<VarlenChain> chains;
     for (int s : sequences)
       for (int k = 0; k < schedule.items_of_sequence(p, s); ++k) {

@@ -21,7 +21,7 @@ struct ForwardConfig {
 
 // What the host decided for the backward main kernel.
 struct BackwardMainConfig {
-  schedule::Schedule schedule{ScheduleKind::kAtomic};  // resolved kind (never kAuto) and claim order
+  schedule::Schedule schedule{ScheduleKind::kAtomic, schedule::kChainClaimInterleave};  // resolved kind (never kAuto) and claim order
   schedule::TileProblem problem;  // with the window (ScoreMods rows only)
   float softmax_scale = 1.f;
   float softcap = 0.f;       // as ForwardConfig::softcap (ScoreMods rows only)

@@ -25,7 +25,7 @@ struct BwdParams {
   TmaK tma_k, tma_v;
   TmaStoreK tma_dk, tma_dv;  // dK, dV when a chain stores them (dk_accum null), asynchronously
   // The schedule object the DAG model runs too: claim order, Q-tile order, ranks.
-  schedule::Schedule schedule{ScheduleKind::kAtomic};
+  schedule::Schedule schedule{ScheduleKind::kAtomic, schedule::kChainClaimInterleave};
   schedule::TileProblem problem;
   // Varlen: the TMA tensors are the packed (total, head_dim, heads, 1) ones,
   // each chain offset by its sequence's first row; the producer finds the
