@@ -29,7 +29,9 @@ multi_gpu = pytest.mark.skipif(
 
 # (name, causal, heads_q, heads_kv)
 CASES = [("causal_gqa", True, 4, 2), ("full_gqa", False, 4, 2), ("causal_mha", True, 2, 2)]
-BATCH, CHUNK, HEAD_DIM = 2, 4, 8  # sequence length 2 * world_size * CHUNK
+BATCH, CHUNK = 2, 4  # sequence length 2 * world_size * CHUNK
+# The CPU stand-in kernels take any head_dim; the GPU kernels compile 64, 128 and 256.
+HEAD_DIM = {torch.float64: 8, torch.bfloat16: 64}
 
 
 def inputs(world_size, heads_q, heads_kv, dtype, device="cpu", seed=0):
@@ -37,8 +39,9 @@ def inputs(world_size, heads_q, heads_kv, dtype, device="cpu", seed=0):
     gen = torch.Generator().manual_seed(seed)
     seqlen = 2 * world_size * CHUNK
     make = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64).to(device=device, dtype=dtype)
-    return dict(q=make(BATCH, seqlen, heads_q, HEAD_DIM), k=make(BATCH, seqlen, heads_kv, HEAD_DIM),
-                v=make(BATCH, seqlen, heads_kv, HEAD_DIM), dout=make(BATCH, seqlen, heads_q, HEAD_DIM),
+    d = HEAD_DIM[dtype]
+    return dict(q=make(BATCH, seqlen, heads_q, d), k=make(BATCH, seqlen, heads_kv, d),
+                v=make(BATCH, seqlen, heads_kv, d), dout=make(BATCH, seqlen, heads_q, d),
                 dlse=make(BATCH, heads_q, seqlen))
 
 
