@@ -186,7 +186,8 @@ TEST(ScheduleGroupWalk, ClaimsCoverEveryChainHeadOnce) {
   for (const auto& [owned, p] : grouped_problems(25, 60, 6)) {
     for (int chain_heads : divisors(6)) {
       for (ScheduleKind kind : kAllKinds) {
-        const schedule::Schedule s(schedule::resolve_schedule(kind, p), schedule::claim_interleave(schedule::resolve_schedule(kind, p), p), chain_heads);
+        const ScheduleKind resolved = schedule::resolve_schedule(kind, p);
+        const schedule::Schedule s(resolved, schedule::claim_interleave(resolved, p), chain_heads);
         std::map<std::tuple<int, int, int>, int> seen;
         for (int k = 0; k < s.total_items(p); ++k) {
           const schedule::WorkItem item = s.work_item(p, k);

@@ -21,7 +21,8 @@ struct ForwardConfig {
 
 // What the host decided for the backward main kernel.
 struct BackwardMainConfig {
-  schedule::Schedule schedule{ScheduleKind::kAtomic, schedule::kChainClaimInterleave};  // resolved kind (never kAuto) and claim order
+  // Resolved kind (never kAuto) and claim order; the host sets both.
+  schedule::Schedule schedule{ScheduleKind::kAtomic, schedule::kChainClaimInterleave};
   schedule::TileProblem problem;  // with the window (ScoreMods rows only)
   float softmax_scale = 1.f;
   float softcap = 0.f;       // as ForwardConfig::softcap (ScoreMods rows only)
