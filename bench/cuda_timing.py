@@ -28,17 +28,31 @@ def synchronize(device):
 SPIN_CYCLES = 2_000_000
 
 
-def time_calls(fn, reps, warmup=3, device="cuda"):
+# Idle seconds before a pass's timed calls on a GPU (time_calls says why):
+# 0.5 s made the two modes' forwards of one peers run (the same kernel) agree
+# within 0.4% for every peer (was up to 8% for dash_attn, 15% for FA4), for
+# ~200 s more per full peers run.
+SETTLE_S = 0.5
+
+
+def time_calls(fn, reps, warmup=3, device="cuda", settle_s=None):
     """Returns {median_ms, min_ms, max_ms, warmup_s, host_bound_reps};
     warmup_s is the wall time of the warm-up calls (for torch.compile:
-    mostly compilation)."""
+    mostly compilation). settle_s (SETTLE_S on a GPU, 0 on a CPU): the GPU
+    idles that long after the warm-up, so that what ran before (another
+    implementation's backward) does not set the clock of these samples. H200, 2026-12-04: right after 4 s of
+    deterministic backwards, a hdim 128 full 16k forward ran at 600-652
+    TFLOPS instead of 707, and at 705-708 from 0.2 s on; inside that window
+    the 15 back-to-back calls of a pass all ran slow, so one kernel read up
+    to 8% (FA4's up to 15%) apart in the two modes of one peers run."""
     began = time.perf_counter()
     for _ in range(warmup):
         fn()
     synchronize(device)
     warmup_s = time.perf_counter() - began
-    samples, host_bound = [], 0
     on_cuda = torch.device(device).type == "cuda"
+    time.sleep((SETTLE_S if on_cuda else 0.0) if settle_s is None else settle_s)
+    samples, host_bound = [], 0
     for _ in range(reps):
         if on_cuda:
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

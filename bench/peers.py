@@ -40,7 +40,7 @@ import torch
 import attention_impls
 import reference_check
 import peer_rows
-from cuda_timing import bitwise_diff, time_calls
+from cuda_timing import SETTLE_S, bitwise_diff, time_calls
 from reference_check import ReferenceSlice
 from reference_group import GroupReferenceSlice
 from result_files import add_output_arguments, save, write_json
@@ -70,6 +70,9 @@ def parse_args(argv):
                         "mods; 'none': not at all)")
     parser.add_argument("--reps", type=int, default=20, help="timed calls per pass (median, min, max)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls before timing")
+    parser.add_argument("--settle-s", type=float, default=None,
+                        help="seconds the GPU idles before each pass's timed calls (default: "
+                        f"{SETTLE_S} on a GPU, 0 on a CPU; cuda_timing.time_calls says why)")
     parser.add_argument("--impls", default="", help="comma-separated NAME, NAME:det or NAME:nondet; names: "
                         + ", ".join(peer_rows.IMPL_MODES) + f" (default: {','.join(peer_rows.PEERS_DEFAULT)})")
     parser.add_argument("--flex-dynamic", action="store_true",
@@ -306,7 +309,7 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
                 else:
                     attn = impl.function(causal, deterministic)
                     forward = lambda: attn(q, k, v)  # noqa: E731
-                timing = time_calls(forward, args.reps, warmup, args.device)
+                timing = time_calls(forward, args.reps, warmup, args.device, args.settle_s)
                 if protocol == "direct_op":
                     out, saved = forward_op(q, k, v)
                     backward = lambda: backward_op(q, k, v, out, saved, dout)  # noqa: E731
@@ -315,7 +318,7 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
                     backward = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
                 _verify(rows["fwd"], reference.check([out]))
                 record("fwd", timing)
-                timing = time_calls(backward, args.reps, warmup, args.device)
+                timing = time_calls(backward, args.reps, warmup, args.device, args.settle_s)
                 # The determinism check: the same backward on the same inputs, twice.
                 first, second = backward(), backward()
                 row = rows["bwd"]
@@ -398,7 +401,7 @@ def main(argv=None):
     document.update(score_mods=dict(window=list(args.mods.window), softcap=args.mods.softcap, sinks=args.mods.sinks)
                     if args.mods else None)
     document.update(dtype="bf16", total_tokens=args.total_tokens, hidden=args.hidden, repetitions=args.reps,
-                    warmup=args.warmup, fill_uninitialized_memory=False, flex_dynamic=args.flex_dynamic,
+                    warmup=args.warmup, settle_s=args.settle_s, fill_uninitialized_memory=False, flex_dynamic=args.flex_dynamic,
                     skipped=skipped, row_groups=args.rows, rows=[],
                     method="CUDA events per call after warm-up (at least one call for implementations that compile "
                            "on first use) and a GPU spin; median/min/max; fresh normal inputs per shape; backward "
