@@ -40,11 +40,13 @@ def time_calls(fn, reps, warmup=3, device="cuda", settle_s=None):
     warmup_s is the wall time of the warm-up calls (for torch.compile:
     mostly compilation). settle_s (SETTLE_S on a GPU, 0 on a CPU): the GPU
     idles that long after the warm-up, so that what ran before (another
-    implementation's backward) does not set the clock of these samples. H200, 2026-12-04: right after 4 s of
-    deterministic backwards, a hdim 128 full 16k forward ran at 600-652
-    TFLOPS instead of 707, and at 705-708 from 0.2 s on; inside that window
-    the 15 back-to-back calls of a pass all ran slow, so one kernel read up
-    to 8% (FA4's up to 15%) apart in the two modes of one peers run."""
+    implementation's backward) does not set the clock of these samples.
+    H200, 2026-12-04: during seconds of backwards the board sits at its
+    700 W limit with the SM clock at 1.4-1.7 GHz; the clock climbs back to
+    1.98 GHz within ~0.2 s. A hdim 128 full 16k forward timed right after
+    ran at 600-652 TFLOPS instead of 707 (705-708 from 0.2 s on); a pass's
+    15 calls fit inside that window, so one kernel read up to 8% (FA4's up
+    to 15%) apart in the two modes of one peers run."""
     began = time.perf_counter()
     for _ in range(warmup):
         fn()
