@@ -40,7 +40,7 @@ void carve(plan::BackwardWorkspace& w, const ProblemShape& s, const Options& opt
   w.work_counter = take(cursor, sizeof(int32_t));
   if (varlen) {
     w.unordered = take(cursor, sizeof(int32_t));
-    w.sequence_order = take(cursor, static_cast<std::size_t>(s.batch) * sizeof(int32_t));
+    w.sequence_order = take(cursor, plan::kSequenceOrderArrays * static_cast<std::size_t>(s.batch) * sizeof(int32_t));
   }
   w.total_bytes = cursor;
 }

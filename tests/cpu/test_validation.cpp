@@ -339,7 +339,7 @@ TEST(WorkspacePlan, VarlenSizeDependsOnTotalsNotOnLengths) {
     EXPECT_EQ(w.dq_accum.bytes, std::size_t{8} * w.accum.q_per_head * 64 * 128 * sizeof(float));
     EXPECT_EQ(w.dq_counters.bytes, deterministic ? std::size_t{8} * w.accum.q_per_head * sizeof(int32_t) : 0u);
     EXPECT_EQ(w.dk_accum.bytes, std::size_t{2} * w.accum.kv_per_head * 128 * 128 * sizeof(float));
-    EXPECT_EQ(w.sequence_order.bytes, 3 * sizeof(int32_t));
+    EXPECT_EQ(w.sequence_order.bytes, plan::kSequenceOrderArrays * 3 * sizeof(int32_t));
     EXPECT_GT(w.unordered.bytes, 0u);
   }
 }

@@ -32,10 +32,13 @@ struct Shape {
   bool causal;
 };
 
-// Lengths at the edges: 0, 1, a tile +-1, seqlen_q != seqlen_k both ways.
+// Lengths at the edges: 0, 1, a tile +-1, seqlen_q != seqlen_k both ways;
+// some twice or three times, apart, so that the kernel's order has runs of
+// equal lengths to deal across (Schedule::work_item_of_run).
 Lengths edge_lengths(int block) {
   return {{0, 0}, {0, 5}, {5, 0}, {1, 1}, {block - 1, block + 1}, {block, block}, {block + 1, block - 1},
-          {3 * block + 7, block}, {block, 3 * block + 7}, {1, 4 * block}, {4 * block, 1}, {2 * block, 2 * block}};
+          {3 * block + 7, block}, {block, 3 * block + 7}, {1, 4 * block}, {4 * block, 1}, {2 * block, 2 * block},
+          {block, block}, {1, 1}, {2 * block, 2 * block}, {block, block}, {0, 0}};
 }
 
 std::vector<Shape> shapes() {
@@ -133,6 +136,28 @@ TEST(VarlenSchedule, ASequencesRanksDoNotDependOnTheRestOfTheBatch) {
       }
       for (std::size_t i = 1; i < seen.size(); ++i) EXPECT_EQ(seen[i], seen[0]);
     }
+}
+
+// The kernel's order over sequences of one length is the fixed-length
+// batch's: a run is dealt like an equal-length batch of its sequences, so a
+// wide causal tile's 32 interleaved heads span several sequences instead of
+// stopping at each sequence's chain heads.
+TEST(VarlenSchedule, EqualLengthRunsClaimLikeAFixedLengthBatch) {
+  for (const Shape& s : shapes()) {
+    const int length = 3 * s.block_m + 5;
+    const model::VarlenBatch batch = batch_of(Lengths(6, {length, length}), s);
+    const std::vector<schedule::VarlenChain> order =
+        schedule::varlen_claim_order(batch.get(), VarlenClaims::kLongestSequenceFirst);
+    const schedule::TileProblem fixed{6, s.heads_q, s.heads_kv, s.block_m, s.block_n, s.causal, length, length};
+    const schedule::Schedule descending(ScheduleKind::kDescending, fixed);
+    ASSERT_EQ(static_cast<int>(order.size()), descending.total_items(fixed));
+    for (int k = 0; k < descending.total_items(fixed); ++k) {
+      const schedule::WorkItem item = descending.work_item(fixed, k);
+      EXPECT_EQ(order[k].sequence, item.batch) << k;
+      EXPECT_EQ(order[k].head_q, item.head_q) << k;
+      EXPECT_EQ(order[k].kv, item.kv[0]) << k;
+    }
+  }
 }
 
 TEST(VarlenSchedule, LiveWithAnyNumberOfWorkers) {

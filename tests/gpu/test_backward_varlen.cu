@@ -381,9 +381,12 @@ void expect_accurate(DType dtype, const DocumentGradients& got, const ExpectedGr
 Lengths ragged_lengths(bool with_long) {
   static_assert(backward_tile(64).block_m == 128 && backward_tile(128).block_m == 64 && backward_tile(256).block_n == 64,
                 "the lengths below straddle these tiles' edges");
-  Lengths l{{0, 5},     {1, 1},     {63, 63},   {64, 64},  {65, 65},  {5, 0},   {127, 127},
-            {128, 128}, {129, 129}, {300, 113}, {113, 300}, {0, 0},   {65, 129}, {129, 64},
-            {1, 200},   {200, 1},   {17, 17},   {3, 3}};
+  // Some lengths two or three times, apart: the main kernel deals each run
+  // of equal lengths as one equal-length batch (Schedule::work_item_of_run).
+  Lengths l{{0, 5},     {1, 1},     {63, 63},   {64, 64},   {65, 65},   {5, 0},   {127, 127},
+            {128, 128}, {129, 129}, {300, 113}, {113, 300}, {0, 0},     {65, 129}, {129, 64},
+            {1, 200},   {200, 1},   {17, 17},   {3, 3},     {128, 128}, {65, 65}, {300, 113},
+            {1, 1},     {128, 128}};
   if (with_long) l.insert(l.begin() + 9, std::pair<int64_t, int64_t>{2000, 2000});
   return l;
 }

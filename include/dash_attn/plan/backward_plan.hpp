@@ -17,6 +17,9 @@ struct WorkspaceSlice {
   std::size_t bytes = 0;
 };
 
+// Arrays of `batch` int32 in the varlen sequence_order slice (BackwardWorkspace).
+inline constexpr int kSequenceOrderArrays = 3;
+
 struct BackwardWorkspace {
   TileShape tile;
   int q_tiles = 0;   // per (batch, head); varlen: of the longest sequence (max_seqlen_q)
@@ -34,7 +37,10 @@ struct BackwardWorkspace {
   WorkspaceSlice dkv_counters; // int32 per KV slot, one for dK and one for dV (GQA/MQA, deterministic)
   WorkspaceSlice work_counter; // int32: the main kernel's next unclaimed chain
   WorkspaceSlice unordered;    // varlen: int32 set by the preprocess when cu_seqlens are not monotone
-  WorkspaceSlice sequence_order;  // varlen: int32 per sequence, the claim order (sequence_claims_before)
+  // Varlen: kSequenceOrderArrays int32 arrays of `batch`: the sequences in
+  // claim order (sequence_claims_before), then per claim position the first
+  // position of its run of equal lengths and the run's length.
+  WorkspaceSlice sequence_order;
   std::size_t total_bytes = 0;
 };
 

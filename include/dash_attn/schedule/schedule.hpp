@@ -148,7 +148,8 @@ class Schedule {
   // Work items in claim order. The (sequence, chain head) pairs,
   // sequence-major, are the heads of the order (a chain head: chain_heads()
   // consecutive q-heads; for MHA or chain_heads() == 1 a q-head); they come
-  // in groups of `interleaved_heads` consecutive heads (for varlen, groups stop at a sequence's end), whose
+  // in groups of `interleaved_heads` consecutive heads (varlen: groups stop at
+  // the end of a run of equal-length sequences, work_item_of_run), whose
   // items are dealt round-robin: item 0 of each head of the group, then item
   // 1, ..., each head in the schedule's in-head order. Every wait still
   // targets an earlier claim: a dQ wait an earlier item of the same head, a
@@ -182,8 +183,8 @@ class Schedule {
   }
 
   // Decodes the claim index k in [0, total_items). O(1) for equal lengths,
-  // O(batch) for varlen (the kernel finds the sequence with a prefix scan
-  // and calls work_item_of_sequence).
+  // O(batch) for varlen, sequence by sequence in index order (the kernel's
+  // varlen order is VarlenClaims::kLongestSequenceFirst: work_item_of_run).
   DASH_HOST_DEVICE WorkItem work_item(const TileProblem& p, int k) const {
     if (!p.is_varlen()) return decode(p, p.head_tiles(0), p.batch * chain_spans(p), 0, k);
     int b = 0;
@@ -194,6 +195,16 @@ class Schedule {
   // Item k of sequence b's items (0 <= k < items_of_sequence(p, b)).
   DASH_HOST_DEVICE WorkItem work_item_of_sequence(const TileProblem& p, int b, int k) const {
     return decode(p, p.head_tiles(b), chain_spans(p), b * chain_spans(p), k);
+  }
+
+  // Item k of a run of `run_length` sequences with the same lengths (their
+  // HeadTiles `tiles`), adjacent in the varlen claim order
+  // (sequence_claims_before): dealt like an equal-length batch of run_length
+  // sequences, so `interleaved_heads` spans the run's sequences instead of
+  // stopping at each one's end (GQA 32/8 deals 8 chain heads per sequence;
+  // a wide causal tile asks for 32). item.batch is the member's index in the run.
+  DASH_HOST_DEVICE WorkItem work_item_of_run(const TileProblem& p, const HeadTiles& tiles, int run_length, int k) const {
+    return decode(p, tiles, run_length * chain_spans(p), 0, k);
   }
 
   // One pass of chain kv (one q-head), and the whole walk over chain_heads().

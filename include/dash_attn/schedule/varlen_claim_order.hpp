@@ -34,14 +34,23 @@ inline std::vector<VarlenChain> varlen_claim_order(const VarlenProblem& p, Varle
     std::vector<int> sequences(p.batch);
     for (int s = 0; s < p.batch; ++s) sequences[s] = s;
     std::sort(sequences.begin(), sequences.end(), [&](int a, int b) { return sequence_claims_before(p, a, b); });
-    // The kernel decodes descending's items (one chain each) with heads interleaved.
+    // The kernel decodes descending's items (one chain each) with heads
+    // interleaved across each run of equal-length sequences.
     const Schedule schedule(ScheduleKind::kDescending, p);
     std::vector<VarlenChain> chains;
-    for (int s : sequences)
-      for (int k = 0; k < schedule.items_of_sequence(p, s); ++k) {
-        const WorkItem item = schedule.work_item_of_sequence(p, s, k);
-        chains.push_back(VarlenChain{s, item.head_q, item.kv[0]});
+    for (std::size_t first = 0; first < sequences.size();) {
+      const int leader = sequences[first];
+      std::size_t end = first + 1;
+      while (end < sequences.size() &&
+             same_claim_run(sequence_claim_key(p, leader), sequence_claim_key(p, sequences[end])))
+        ++end;
+      const int run = static_cast<int>(end - first);
+      for (int k = 0; k < run * schedule.items_of_sequence(p, leader); ++k) {
+        const WorkItem item = schedule.work_item_of_run(p, p.head_tiles(leader), run, k);
+        chains.push_back(VarlenChain{sequences[first + item.batch], item.head_q, item.kv[0]});
       }
+      first = end;
+    }
     return chains;
   }
   std::vector<VarlenChain> chains = varlen_chains(p);

@@ -92,30 +92,42 @@ DASH_HOST_DEVICE inline bool claims_before(const VarlenProblem& p, const VarlenC
 }
 
 // The kernel's claim order over a varlen batch: whole sequences, longest
-// first (more Q tiles, so longer chains; then more KV tiles, so more chains;
-// then the lower index), each sequence's items in Schedule's equal-length
-// order (heads interleaved). Coarser than claims_before, which interleaves
-// the chains of different sequences, but it sorts `batch` keys on the device
-// (bwd_preprocess_sm90.cu ranks each sequence against the others) instead of
-// every chain. Live for any grid like claims_before: a sequence's items keep
-// their relative order and every wait targets an earlier item of the same
-// sequence. A total order, so the permutation depends on the lengths alone.
-// The key is split out so that a kernel can read every sequence's lengths
-// once (into shared memory) and compare keys.
+// first (more query rows, so longer chains; then more keys, so more chains;
+// then the lower index), each run of sequences with the same lengths (adjacent
+// in this order) dealt like an equal-length batch of that many sequences
+// (Schedule::work_item_of_run: heads interleaved across the run's sequences).
+// Coarser than claims_before, which interleaves the chains of different
+// lengths, but it sorts `batch` keys on the device (bwd_preprocess_sm90.cu
+// ranks each sequence against the others) instead of every chain. Live for
+// any grid like claims_before: a sequence's items keep their relative order
+// and every wait targets an earlier item of the same sequence. A total order,
+// so the permutation depends on the lengths alone. The key is split out so
+// that a kernel can read every sequence's lengths once (into shared memory)
+// and compare keys.
 struct SequenceClaimKey {
-  int q_tiles = 0;
-  int kv_tiles = 0;
+  int seqlen_q = 0;
+  int seqlen_k = 0;
 };
 
 DASH_HOST_DEVICE inline SequenceClaimKey sequence_claim_key(const TileProblem& p, int s) {
-  const HeadTiles t = p.head_tiles(s);
-  return SequenceClaimKey{t.q_tiles(), t.kv_tiles()};
+  return SequenceClaimKey{p.seqlen_q_of(s), p.seqlen_k_of(s)};
+}
+
+// Whether the keys' sequences form one run: the same lengths, hence the
+// same HeadTiles and the same items.
+DASH_HOST_DEVICE inline bool same_claim_run(SequenceClaimKey ka, SequenceClaimKey kb) {
+  return ka.seqlen_q == kb.seqlen_q && ka.seqlen_k == kb.seqlen_k;
+}
+
+// Whether sequence a's run goes before sequence b's (the lengths alone).
+DASH_HOST_DEVICE inline bool run_claims_before(SequenceClaimKey ka, SequenceClaimKey kb) {
+  if (ka.seqlen_q != kb.seqlen_q) return ka.seqlen_q > kb.seqlen_q;
+  return ka.seqlen_k > kb.seqlen_k;
 }
 
 // Whether sequence a (key ka) is claimed before sequence b (key kb).
 DASH_HOST_DEVICE inline bool sequence_claims_before(SequenceClaimKey ka, int a, SequenceClaimKey kb, int b) {
-  if (ka.q_tiles != kb.q_tiles) return ka.q_tiles > kb.q_tiles;
-  if (ka.kv_tiles != kb.kv_tiles) return ka.kv_tiles > kb.kv_tiles;
+  if (!same_claim_run(ka, kb)) return run_claims_before(ka, kb);
   return a < b;
 }
 

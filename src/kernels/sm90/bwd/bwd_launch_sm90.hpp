@@ -83,6 +83,10 @@ void launch_backward_kernel(const BackwardArgs& a, const plan::BackwardWorkspace
   p.work_counter = reinterpret_cast<int*>(at(w.work_counter));
   p.unordered = reinterpret_cast<const int*>(at(w.unordered));
   p.sequence_order = reinterpret_cast<const int*>(at(w.sequence_order));
+  if (p.sequence_order != nullptr) {  // plan::kSequenceOrderArrays
+    p.sequence_run_first = p.sequence_order + c.problem.batch;
+    p.sequence_run_length = p.sequence_order + 2 * c.problem.batch;
+  }
   // (Varlen runs no wave schedule; its lengths are not on the host anyway.)
   p.claim_ahead = p.varlen || p.schedule.required_coresidency(c.problem) <= 1;
 

@@ -59,8 +59,11 @@ struct BwdParams {
   // Varlen: nonzero when the preprocess found cu_seqlens not ascending
   // (workspace slots may collide): no add waits for a rank then.
   const int* unordered = nullptr;
-  // Varlen: the sequences in claim order, longest first (sequence_claims_before).
+  // Varlen: the sequences in claim order, longest first (sequence_claims_before),
+  // and per claim position its run of equal lengths: first position, length.
   const int* sequence_order = nullptr;
+  const int* sequence_run_first = nullptr;
+  const int* sequence_run_length = nullptr;
   // The producer may claim an item while the CTA still works on the previous
   // one: true when every wait targets an earlier claim (not for wave schedules).
   bool claim_ahead = true;

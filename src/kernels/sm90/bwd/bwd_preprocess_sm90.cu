@@ -148,24 +148,41 @@ __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessPara
 // thread makes its O(batch) comparisons there: reading the lengths inside
 // the comparison loop made it a chain of dependent L2 loads, 12 us for 32
 // sequences on the H200 (2026-12-03, 2-3% of a 512-token backward). Larger
-// batches (under 4 tokens per sequence in a 16k batch) keep their own order.
+// batches (under 4 tokens per sequence in a 16k batch) keep their own order,
+// each sequence a run of its own. The same loop counts s's run (the
+// sequences of its lengths, adjacent in the order): at position - (members
+// before s), run_length long; the main kernel deals each run's chain heads
+// together (Schedule::work_item_of_run). Layout: plan::kSequenceOrderArrays.
 constexpr int kMaxSortedSequences = 4096;  // 32 KB of keys
 
 __global__ void __launch_bounds__(kThreads) varlen_sequence_order_kernel(schedule::TileProblem problem,
                                                                          int32_t* order) {
   const int s = blockIdx.x * kThreads + threadIdx.x;
+  int32_t* run_first = order + problem.batch;
+  int32_t* run_length = order + 2 * problem.batch;
   if (problem.batch > kMaxSortedSequences) {
-    if (s < problem.batch) order[s] = s;
+    if (s < problem.batch) {
+      order[s] = s;
+      run_first[s] = s;
+      run_length[s] = 1;
+    }
     return;
   }
   __shared__ schedule::SequenceClaimKey keys[kMaxSortedSequences];
   for (int t = threadIdx.x; t < problem.batch; t += kThreads) keys[t] = schedule::sequence_claim_key(problem, t);
   __syncthreads();
   if (s >= problem.batch) return;
-  int position = 0;
-  for (int t = 0; t < problem.batch; ++t)
-    position += schedule::sequence_claims_before(keys[t], t, keys[s], s) ? 1 : 0;
+  int position = 0, members = 0, members_before = 0;
+  for (int t = 0; t < problem.batch; ++t) {
+    const bool before = schedule::sequence_claims_before(keys[t], t, keys[s], s);
+    const bool member = schedule::same_claim_run(keys[t], keys[s]);
+    position += before ? 1 : 0;
+    members += member ? 1 : 0;
+    members_before += before && member ? 1 : 0;
+  }
   order[position] = s;
+  run_first[position] = position - members_before;
+  run_length[position] = members;
 }
 
 // d sinks[h]: one CTA per q head sums the tiles' shares, each thread its

@@ -52,9 +52,10 @@ struct BwdProducer {
   }
 
   // Varlen (all 32 lanes of the warp): claims until the scan finds no item.
-  // The claims walk the sequences in params.sequence_order (longest first),
-  // each sequence's items in Schedule's order. Only atomic, fa3 and
-  // descending run varlen: the claims run ahead.
+  // The claims walk the sequences in params.sequence_order (longest first);
+  // the claims of a run of equal-length sequences are the run's items in
+  // Schedule's order (work_item_of_run: heads dealt across the run). Only
+  // atomic, fa3 and descending run varlen: the claims run ahead.
   __device__ void run_varlen() {
     const schedule::TileProblem& p = params.problem;
     const int lane = static_cast<int>(threadIdx.x % 32);
@@ -67,7 +68,15 @@ struct BwdProducer {
       const SequenceIndex at = find_sequence(
           p.batch, [&](int position) { return params.schedule.items_of_sequence(p, order[position]); }, cursor, index);
       if (at.sequence >= p.batch) break;
-      if (lane == 0) run_item(params.schedule.work_item_of_sequence(p, order[at.sequence], at.local));
+      if (lane == 0) {
+        const int first = params.sequence_run_first[at.sequence];
+        const int sequence = order[at.sequence];
+        const int in_run = (at.sequence - first) * params.schedule.items_of_sequence(p, sequence) + at.local;
+        schedule::WorkItem item = params.schedule.work_item_of_run(p, p.head_tiles(sequence),
+                                                                  params.sequence_run_length[at.sequence], in_run);
+        item.batch = order[first + item.batch];
+        run_item(item);
+      }
       __syncwarp();
     }
     if (lane == 0) stop();
