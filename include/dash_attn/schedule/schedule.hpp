@@ -203,7 +203,8 @@ class Schedule {
   // sequences, so `interleaved_heads` spans the run's sequences instead of
   // stopping at each one's end (GQA 32/8 deals 8 chain heads per sequence;
   // a wide causal tile asks for 32). item.batch is the member's index in the run.
-  DASH_HOST_DEVICE WorkItem work_item_of_run(const TileProblem& p, const HeadTiles& tiles, int run_length, int k) const {
+  DASH_HOST_DEVICE WorkItem work_item_of_run(const TileProblem& p, const HeadTiles& tiles, int run_length,
+                                             int k) const {
     return decode(p, tiles, run_length * chain_spans(p), 0, k);
   }
 
