@@ -35,11 +35,19 @@ SPIN_CYCLES = 2_000_000
 SETTLE_S = 0.5
 
 
+def settle_seconds(device, settle_s=None):
+    """The idle time_calls applies before its timed calls: settle_s when
+    given, else SETTLE_S on a GPU and 0 on a CPU."""
+    if settle_s is not None:
+        return settle_s
+    return SETTLE_S if torch.device(device).type == "cuda" else 0.0
+
+
 def time_calls(fn, reps, warmup=3, device="cuda", settle_s=None):
     """Returns {median_ms, min_ms, max_ms, warmup_s, host_bound_reps};
     warmup_s is the wall time of the warm-up calls (for torch.compile:
-    mostly compilation). settle_s (SETTLE_S on a GPU, 0 on a CPU): the GPU
-    idles that long after the warm-up, so that what ran before (another
+    mostly compilation). settle_seconds(device, settle_s): the GPU idles
+    that long after the warm-up, so that what ran before (another
     implementation's backward) does not set the clock of these samples.
     H200, 2026-12-04: during seconds of backwards the board sits at its
     700 W limit with the SM clock at 1.4-1.7 GHz; the clock climbs back to
@@ -53,7 +61,7 @@ def time_calls(fn, reps, warmup=3, device="cuda", settle_s=None):
     synchronize(device)
     warmup_s = time.perf_counter() - began
     on_cuda = torch.device(device).type == "cuda"
-    time.sleep((SETTLE_S if on_cuda else 0.0) if settle_s is None else settle_s)
+    time.sleep(settle_seconds(device, settle_s))
     samples, host_bound = [], 0
     for _ in range(reps):
         if on_cuda:

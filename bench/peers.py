@@ -40,7 +40,7 @@ import torch
 import attention_impls
 import reference_check
 import peer_rows
-from cuda_timing import SETTLE_S, bitwise_diff, time_calls
+from cuda_timing import SETTLE_S, bitwise_diff, settle_seconds, time_calls
 from reference_check import ReferenceSlice
 from reference_group import GroupReferenceSlice
 from result_files import add_output_arguments, save, write_json
@@ -393,13 +393,6 @@ def measure_shape(shape, implementations, args):
     return peer_rows.annotate_best_peer(rows)
 
 
-def effective_settle_s(args):
-    """The idle before each pass's timed calls that time_calls applies (recorded with the run)."""
-    if args.settle_s is not None:
-        return args.settle_s
-    return SETTLE_S if torch.device(args.device).type == "cuda" else 0.0
-
-
 def main(argv=None):
     args = parse_args(argv)
     attention_impls.Flex.dynamic = args.flex_dynamic
@@ -408,7 +401,7 @@ def main(argv=None):
     document.update(score_mods=dict(window=list(args.mods.window), softcap=args.mods.softcap, sinks=args.mods.sinks)
                     if args.mods else None)
     document.update(dtype="bf16", total_tokens=args.total_tokens, hidden=args.hidden, repetitions=args.reps,
-                    warmup=args.warmup, settle_s=effective_settle_s(args),
+                    warmup=args.warmup, settle_s=settle_seconds(args.device, args.settle_s),
                     fill_uninitialized_memory=False, flex_dynamic=args.flex_dynamic,
                     skipped=skipped, row_groups=args.rows, rows=[],
                     method="CUDA events per call after warm-up (at least one call for implementations that compile "
