@@ -96,6 +96,8 @@ def parse_args(argv):
     args.masks = [m for m in args.masks.split(",") if m]
     if any(m not in peer_rows.MASKS for m in args.masks):
         parser.error("--masks takes full, causal or full,causal")
+    if args.settle_s is not None and args.settle_s < 0:
+        parser.error("--settle-s takes seconds >= 0")
     try:
         args.rows = peer_rows.parse_row_groups(
             args.rows or ("standard" if grid_given else ",".join(peer_rows.DEFAULT_ROW_GROUPS)))
