@@ -344,6 +344,16 @@ TEST(WorkspacePlan, VarlenSizeDependsOnTotalsNotOnLengths) {
   }
 }
 
+TEST(WorkspacePlan, SequenceOrderArraysTileTheirSlice) {
+  // 3 sequences: order [0, 3), run_first [3, 6), run_length [6, 9) = the slice's 9 int32.
+  int32_t slice[plan::kSequenceOrderArrays * 3] = {};
+  const plan::SequenceOrder<int32_t> arrays = plan::sequence_order_arrays(slice, 3);
+  EXPECT_EQ(arrays.order, slice);
+  EXPECT_EQ(arrays.run_first, slice + 3);
+  EXPECT_EQ(arrays.run_length, slice + 6);
+  EXPECT_EQ(arrays.run_length + 3, slice + plan::kSequenceOrderArrays * 3);
+}
+
 TEST(Overlap, InterleavedSlicesOfOnePackedBufferShareNoElement) {
   // q, k, v as slices of one (batch 2, seqlen 100, 3, heads 8, dim 64) buffer: same strides, 8*64 apart.
   auto slice = [](int64_t which) {

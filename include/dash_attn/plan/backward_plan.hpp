@@ -5,6 +5,8 @@
 
 #include <cstddef>
 
+#include "dash_attn/host_device.hpp"
+
 #include "dash_attn/plan/accumulator_tiles.hpp"
 #include "dash_attn/schedule/tile_problem.hpp"
 #include "dash_attn/tile_config.hpp"
@@ -17,8 +19,20 @@ struct WorkspaceSlice {
   std::size_t bytes = 0;
 };
 
-// Arrays of `batch` int32 in the varlen sequence_order slice (BackwardWorkspace).
+// The varlen sequence_order slice (BackwardWorkspace): kSequenceOrderArrays
+// arrays of `batch` int32, one after the other. The preprocess writes them
+// (Int = int32_t), the main kernel's claims read them (Int = const int32_t).
 inline constexpr int kSequenceOrderArrays = 3;
+template <class Int>
+struct SequenceOrder {
+  Int* order;       // the sequences in claim order (sequence_claims_before)
+  Int* run_first;   // per claim position: the first position of its run of equal lengths
+  Int* run_length;  // per claim position: the run's length
+};
+template <class Int>
+DASH_HOST_DEVICE constexpr SequenceOrder<Int> sequence_order_arrays(Int* slice, int batch) {
+  return SequenceOrder<Int>{slice, slice + batch, slice + 2 * batch};
+}
 
 struct BackwardWorkspace {
   TileShape tile;

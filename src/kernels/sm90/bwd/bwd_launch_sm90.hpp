@@ -82,10 +82,11 @@ void launch_backward_kernel(const BackwardArgs& a, const plan::BackwardWorkspace
   for (int i = 0; i < 3; ++i) p.dk_strides[i] = dk_strides[i], p.dv_strides[i] = dv_strides[i];
   p.work_counter = reinterpret_cast<int*>(at(w.work_counter));
   p.unordered = reinterpret_cast<const int*>(at(w.unordered));
-  p.sequence_order = reinterpret_cast<const int*>(at(w.sequence_order));
-  if (p.sequence_order != nullptr) {  // plan::kSequenceOrderArrays
-    p.sequence_run_first = p.sequence_order + c.problem.batch;
-    p.sequence_run_length = p.sequence_order + 2 * c.problem.batch;
+  if (const auto* slice = reinterpret_cast<const int32_t*>(at(w.sequence_order))) {
+    const auto arrays = plan::sequence_order_arrays(slice, c.problem.batch);
+    p.sequence_order = arrays.order;
+    p.sequence_run_first = arrays.run_first;
+    p.sequence_run_length = arrays.run_length;
   }
   // (Varlen runs no wave schedule; its lengths are not on the host anyway.)
   p.claim_ahead = p.varlen || p.schedule.required_coresidency(c.problem) <= 1;

@@ -152,14 +152,13 @@ __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessPara
 // each sequence a run of its own. The same loop counts s's run (the
 // sequences of its lengths, adjacent in the order): at position - (members
 // before s), run_length long; the main kernel deals each run's chain heads
-// together (Schedule::work_item_of_run). Layout: plan::kSequenceOrderArrays.
+// together (Schedule::work_item_of_run). Layout: plan::sequence_order_arrays.
 constexpr int kMaxSortedSequences = 4096;  // 32 KB of keys
 
 __global__ void __launch_bounds__(kThreads) varlen_sequence_order_kernel(schedule::TileProblem problem,
-                                                                         int32_t* order) {
+                                                                         int32_t* slice) {
   const int s = blockIdx.x * kThreads + threadIdx.x;
-  int32_t* run_first = order + problem.batch;
-  int32_t* run_length = order + 2 * problem.batch;
+  const auto [order, run_first, run_length] = plan::sequence_order_arrays(slice, problem.batch);
   if (problem.batch > kMaxSortedSequences) {
     if (s < problem.batch) {
       order[s] = s;
