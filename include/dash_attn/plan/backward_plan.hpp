@@ -6,7 +6,6 @@
 #include <cstddef>
 
 #include "dash_attn/host_device.hpp"
-
 #include "dash_attn/plan/accumulator_tiles.hpp"
 #include "dash_attn/schedule/tile_problem.hpp"
 #include "dash_attn/tile_config.hpp"
@@ -29,6 +28,7 @@ struct SequenceOrder {
   Int* run_first;   // per claim position: the first position of its run of equal lengths
   Int* run_length;  // per claim position: the run's length
 };
+static_assert(sizeof(SequenceOrder<int>) == kSequenceOrderArrays * sizeof(int*), "one pointer per array of the slice");
 template <class Int>
 DASH_HOST_DEVICE constexpr SequenceOrder<Int> sequence_order_arrays(Int* slice, int batch) {
   return SequenceOrder<Int>{slice, slice + batch, slice + 2 * batch};
