@@ -82,12 +82,8 @@ void launch_backward_kernel(const BackwardArgs& a, const plan::BackwardWorkspace
   for (int i = 0; i < 3; ++i) p.dk_strides[i] = dk_strides[i], p.dv_strides[i] = dv_strides[i];
   p.work_counter = reinterpret_cast<int*>(at(w.work_counter));
   p.unordered = reinterpret_cast<const int*>(at(w.unordered));
-  if (const auto* slice = reinterpret_cast<const int32_t*>(at(w.sequence_order))) {
-    const auto arrays = plan::sequence_order_arrays(slice, c.problem.batch);
-    p.sequence_order = arrays.order;
-    p.sequence_run_first = arrays.run_first;
-    p.sequence_run_length = arrays.run_length;
-  }
+  if (const auto* slice = reinterpret_cast<const int32_t*>(at(w.sequence_order)))
+    p.sequence_order = plan::sequence_order_arrays(slice, c.problem.batch);
   // (Varlen runs no wave schedule; its lengths are not on the host anyway.)
   p.claim_ahead = p.varlen || p.schedule.required_coresidency(c.problem) <= 1;
 

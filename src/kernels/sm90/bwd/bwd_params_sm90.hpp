@@ -7,6 +7,7 @@
 #include "bwd_dq_layout.hpp"
 #include "bwd_traits_sm90.hpp"
 #include "dash_attn/plan/accumulator_tiles.hpp"
+#include "dash_attn/plan/backward_plan.hpp"
 #include "dash_attn/schedule/schedule.hpp"
 
 namespace dash_attn::sm90::bwd {
@@ -61,9 +62,7 @@ struct BwdParams {
   const int* unordered = nullptr;
   // Varlen: the sequences in claim order, longest first (sequence_claims_before),
   // and per claim position its run of equal lengths: first position, length.
-  const int* sequence_order = nullptr;
-  const int* sequence_run_first = nullptr;
-  const int* sequence_run_length = nullptr;
+  plan::SequenceOrder<const int32_t> sequence_order{};
   // The producer may claim an item while the CTA still works on the previous
   // one: true when every wait targets an earlier claim (not for wave schedules).
   bool claim_ahead = true;

@@ -52,14 +52,14 @@ struct BwdProducer {
   }
 
   // Varlen (all 32 lanes of the warp): claims until the scan finds no item.
-  // The claims walk the sequences in params.sequence_order (longest first);
+  // The claims walk the sequences in params.sequence_order.order (longest first);
   // the claims of a run of equal-length sequences are the run's items in
   // Schedule's order (work_item_of_run: heads dealt across the run). Only
   // atomic, fa3 and descending run varlen: the claims run ahead.
   __device__ void run_varlen() {
     const schedule::TileProblem& p = params.problem;
     const int lane = static_cast<int>(threadIdx.x % 32);
-    const int* order = params.sequence_order;
+    const int* order = params.sequence_order.order;
     SequenceCursor cursor;
     for (;;) {
       int index = 0;
@@ -69,11 +69,11 @@ struct BwdProducer {
           p.batch, [&](int position) { return params.schedule.items_of_sequence(p, order[position]); }, cursor, index);
       if (at.sequence >= p.batch) break;
       if (lane == 0) {
-        const int first = params.sequence_run_first[at.sequence];
+        const int first = params.sequence_order.run_first[at.sequence];
         const int sequence = order[at.sequence];
         const int in_run = (at.sequence - first) * params.schedule.items_of_sequence(p, sequence) + at.local;
         schedule::WorkItem item = params.schedule.work_item_of_run(p, p.head_tiles(sequence),
-                                                                  params.sequence_run_length[at.sequence], in_run);
+                                                                  params.sequence_order.run_length[at.sequence], in_run);
         item.batch = order[first + item.batch];
         run_item(item);
       }
