@@ -6,7 +6,8 @@ kernel, forward and deterministic backward. Times dash_attn.flash_attn_func on
 short ones) for the record. The backward is autograd.grad on a retained graph
 (deterministic, schedule auto). Medians of cuda_timing.time_calls; prints a
 table and writes --json.
-  python3 bench/varlen_vs_fixed.py --json out.json [--reps 30] [--passes fwd,bwd]"""
+  python3 bench/varlen_vs_fixed.py --json out.json [--reps 30] [--passes fwd,bwd]
+      [--hdims 64,128,256] [--seqlens 512,2048,8192]"""
 import argparse
 import json
 import os
@@ -32,13 +33,15 @@ def main():
     parser.add_argument("--commit", default="unknown")
     parser.add_argument("--passes", default="fwd,bwd")
     parser.add_argument("--hdims", default="64,128,256")
+    parser.add_argument("--seqlens", default="512,2048,8192",
+                        help="8192 adds the ragged batch (one 8k sequence among 256-token ones)")
     args = parser.parse_args()
     passes = args.passes.split(",")
     rows = []
     heads_q, heads_kv = 32, 8
     for head_dim in (int(h) for h in args.hdims.split(",")):
         for causal in (False, True):
-            for seqlen in (512, 2048, 8192):
+            for seqlen in (int(n) for n in args.seqlens.split(",")):
                 batch = args.tokens // seqlen
                 shapes = [("fixed", [seqlen] * batch), ("varlen", [seqlen] * batch)]
                 if seqlen == 8192:
