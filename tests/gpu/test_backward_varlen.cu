@@ -854,6 +854,43 @@ TEST_F(BackwardVarlenValidation, WorkspaceTooSmallRefused) {
   }
 }
 
+// cu_seqlens that do not ascend (not checked on the host: it would need a
+// sync): sequence 2 starts inside sequence 0, sequence 1 is empty. The
+// preprocess flags it, and the ordered schedules then add unordered instead
+// of waiting for ranks that overlapping sequences share (they could wait
+// forever). The values are the bad input's; the call must finish, under the
+// watchdog, without a CUDA error, with every gradient element written.
+TEST_F(BackwardVarlenValidation, CuSeqlensNotAscendingFinish) {
+  VarlenBackwardArgs a = runner_->args();
+  const size_t entries = static_cast<size_t>(a.shape.batch) + 1;
+  std::vector<int32_t> cu_q(entries), cu_k(entries);
+  DASH_TEST_CUDA(cudaMemcpy(cu_q.data(), a.lengths.cu_seqlens_q, entries * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  DASH_TEST_CUDA(cudaMemcpy(cu_k.data(), a.lengths.cu_seqlens_k, entries * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  for (std::vector<int32_t>* cu : {&cu_q, &cu_k}) (*cu)[2] = (*cu)[0] + 1;
+  const DeviceBuffer<int32_t> bad_q(entries), bad_k(entries);
+  bad_q.upload(cu_q);
+  bad_k.upload(cu_k);
+  a.lengths.cu_seqlens_q = bad_q.get();
+  a.lengths.cu_seqlens_k = bad_k.get();
+  for (ScheduleKind kind : {ScheduleKind::kFA3, ScheduleKind::kDescending})
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(schedule_name(kind) + (causal ? " causal" : " full"));
+      const Options o = backward_options(causal, kind);
+      const DeviceBuffer<char> workspace(std::max<size_t>(backward_varlen_workspace_size(a.shape, a.lengths, o), 1));
+      workspace.poison();
+      a.workspace = workspace.get();
+      a.workspace_bytes = workspace.bytes();
+      runner_->poison_outputs(nullptr);
+      {
+        const testing::Watchdog watchdog(30.0, "dash_attn::backward_varlen with cu_seqlens not ascending");
+        backward_varlen(a, o, nullptr);
+        DASH_TEST_CUDA(cudaDeviceSynchronize());
+      }
+      for (const std::vector<uint16_t>& x : {runner_->packed_dq(), runner_->packed_dk(), runner_->packed_dv()})
+        EXPECT_EQ(std::count(x.begin(), x.end(), uint16_t{0xFFFF}), 0) << "a gradient element was not written";
+    }
+}
+
 // The workspace is a function of the totals, the batch and the heads: two
 // packings with the same ones but other sequence lengths ask for the same bytes.
 TEST_F(BackwardVarlenValidation, WorkspaceSizeIgnoresSequenceLengths) {
