@@ -116,8 +116,9 @@ bool check_geometry(const Case& c) {
       const TileMask expected = !t.visible(q, kv) ? TileMask::kFullyMasked
                                 : t.hidden(q, kv) ? TileMask::kPartlyMasked
                                                   : TileMask::kUnmasked;
+      const bool in_unmasked_range = g.unmasked_kv_begin(q) <= kv && kv < g.unmasked_kv_end(q);
       if (g.classify_tile(q, kv) != expected || g.tile_needs_mask(q, kv) != t.hidden(q, kv) ||
-          g.tile_has_work(q, kv) != t.visible(q, kv)) {
+          g.tile_has_work(q, kv) != t.visible(q, kv) || in_unmasked_range == g.tile_needs_mask(q, kv)) {
         ADD_FAILURE() << where << " tile (" << q << ", " << kv << "): class " << static_cast<int>(g.classify_tile(q, kv))
                       << " expected " << static_cast<int>(expected);
         return false;

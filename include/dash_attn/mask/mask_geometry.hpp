@@ -194,6 +194,20 @@ struct MaskGeometry {
     const bool cut_left = has_left_bound() && first_key(kv) < last_row(q) + diagonal_offset() - window.left;
     return cut_right || cut_left;
   }
+  // The same answer for every KV tile of Q tile q at once: tile_needs_mask(q,
+  // kv) is false exactly on [unmasked_kv_begin(q), unmasked_kv_end(q)) (the
+  // range may be empty; it is not clamped to the tiles with work). A loop
+  // over a tile's keys then tests a range instead of the geometry.
+  DASH_HOST_DEVICE constexpr int unmasked_kv_begin(int q) const {
+    if (!has_left_bound()) return 0;
+    return -floor_div(-(last_row(q) + diagonal_offset() - window.left), block_n);  // no left cut
+  }
+  DASH_HOST_DEVICE constexpr int unmasked_kv_end(int q) const {
+    const int past_tail = seqlen_k / block_n;  // tiles from here on run past seqlen_k
+    if (!has_right_bound()) return past_tail;
+    const int right_cut = floor_div(first_row(q) + diagonal_offset() + window.right + 1, block_n);
+    return right_cut < past_tail ? right_cut : past_tail;
+  }
   DASH_HOST_DEVICE constexpr TileMask classify_tile(int q, int kv) const {
     if (!tile_has_work(q, kv)) return TileMask::kFullyMasked;
     return tile_needs_mask(q, kv) ? TileMask::kPartlyMasked : TileMask::kUnmasked;

@@ -4,8 +4,8 @@
 // threads stores them by TMA: at equal lengths always (TMA drops the rows
 // beyond seqlen_q), in a varlen batch when the 64 rows lie wholly inside the
 // sequence (past its end they would land in the next sequence's rows), except
-// on the tall tile. Otherwise (hdim 256, a varlen sequence's last rows, the
-// tall tile's varlen kernel) O goes straight from the registers, each quad of
+// on the ScoreMods tall tile. Otherwise (hdim 256, a varlen sequence's last
+// rows, that tile's varlen kernel) O goes straight from the registers, each quad of
 // threads writing whole 32-byte sectors of a row and rows beyond the sequence
 // simply not stored. The LSE always goes from the registers.
 #pragma once
@@ -62,14 +62,24 @@ struct FwdEpilogueSm90 {
 
   // Whether consumer warpgroup `warpgroup` may store its 64 rows by TMA
   // (given Traits::kStoreOByTma): at equal lengths always, in a varlen batch
-  // when no row lies past the sequence. Not the tall tile's varlen kernel:
-  // with both stores its consumers (160 registers) spilled 56 / 76 B and it
-  // read 2-5% slower than with register stores alone (hdim 64, H200,
-  // 2026-12-03, docs/perf_log.md).
+  // when no row lies past the sequence. Not the ScoreMods tall tile's varlen
+  // kernel: with both stores its consumers (160 registers) spilled 56 / 76 B
+  // more and the Plain one read 2-5% slower than with register stores alone
+  // (hdim 64, H200, 2026-12-03, docs/perf_log.md); with the vote below the
+  // Plain one compiles both without a spill.
   static CUTE_DEVICE bool tma_may_store(schedule::ForwardWorkTile const&, int, int) { return true; }
+  // Every lane of a warp has the same answer. In the Plain kernels it is
+  // asked as a vote, so that ptxas knows: as a per-thread condition the
+  // branch on it made ptxas keep the whole key loop's pipeline state and
+  // wgmma descriptors in vector registers (an R2UR pair before each wgmma,
+  // mbarrier waits inside convergence barriers): hdim 128 718 -> 688 SASS
+  // instructions in the loop, hdim 64 653 -> 632, the fixed-length kernel's
+  // form. Not in the ScoreMods kernels: there ptxas then reloaded five
+  // spilled register pairs in every step (hdim 128).
   static CUTE_DEVICE bool tma_may_store(schedule::VarlenForwardWork const& work, int warpgroup, int seqlen_q) {
-    if constexpr (Traits::kConsumerWarpgroups == 3) return false;
-    return work.m_block * Traits::kBlockM + (warpgroup + 1) * 64 <= seqlen_q;
+    const bool inside = work.m_block * Traits::kBlockM + (warpgroup + 1) * 64 <= seqlen_q;
+    if constexpr (Traits::kScoreMods) return Traits::kConsumerWarpgroups != 3 && inside;
+    return __all_sync(0xffffffffu, inside);
   }
 
   static CUTE_DEVICE void prefetch_descriptor(Params const& p) {

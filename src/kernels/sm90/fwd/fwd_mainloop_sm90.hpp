@@ -224,6 +224,9 @@ struct FwdMainloopSm90 {
     constexpr int kRows = Softmax::kRowsPerThread;
     float rescale[kRows];
 
+    // kSoftmaxUnderPv: key tiles outside [unmasked_begin, unmasked_end) need the element mask.
+    const int unmasked_begin = masks.mask_geometry().unmasked_kv_begin(work.m_block);
+    const int unmasked_end = masks.mask_geometry().unmasked_kv_end(work.m_block);
     // The softcap (before the mask: a hidden score is -inf whatever its cap)
     // and the mask, on S(n) straight out of its GEMM.
     auto mask_if_needed = [&](int n) {
@@ -232,8 +235,14 @@ struct FwdMainloopSm90 {
           CUTE_UNROLL
           for (int i = 0; i < size(tSrS); ++i) tSrS(i) = softcap_tanh(tSrS(i) * p.softcap_scale);
         }
-      if (masks.mask_geometry().tile_needs_mask(work.m_block, n))
+      if constexpr (Traits::kSoftmaxUnderPv) {
+        // __builtin_expect keeps the mask a branch: without it ptxas
+        // predicated the whole mask into every step (517 -> 674 instructions).
+        if (__builtin_expect(n < unmasked_begin || n >= unmasked_end, 0))
+          apply_mask<Traits::kScoreMods>(tSrS, tScS, row_offset, n * kBlockN, masks.mask_geometry());
+      } else if (masks.mask_geometry().tile_needs_mask(work.m_block, n)) {
         apply_mask<Traits::kScoreMods>(tSrS, tScS, row_offset, n * kBlockN, masks.mask_geometry());
+      }
     };
 
     int n = n_block_end - 1;
@@ -247,7 +256,12 @@ struct FwdMainloopSm90 {
     ++state_k;
     if (n == n_block_begin) pipeline_q.consumer_release(state_q);
     mask_if_needed(n);
-    softmax.update(tSrS, rescale);
+    if constexpr (Traits::kSoftmaxUnderPv) {
+      softmax.update_maxima(tSrS, rescale);
+      softmax.exponentiate(tSrS, rescale);
+    } else {
+      softmax.update(tSrS, rescale);
+    }
     auto tOrP = to_operand_a(tSrS);
 
     for (--n; n >= n_block_begin; --n) {
@@ -262,11 +276,29 @@ struct FwdMainloopSm90 {
       ++state_k;
       if (n == n_block_begin) pipeline_q.consumer_release(state_q);
       mask_if_needed(n);
-      softmax.update(tSrS, rescale);
-      warpgroup_wait<0>();
-      pipeline_v.consumer_release(state_v);
-      ++state_v;
-      scale_rows(tOrO, rescale);
+      if constexpr (Traits::kSoftmaxUnderPv) {
+        // The row maxima and exponent arguments run under this warpgroup's
+        // O += P V; the warp-uniform branch ends ptxas's block there, so the
+        // wait below stays after them (without it ptxas hoists the wait above
+        // the softmax to interleave P's conversion with the exponentials).
+        softmax.update_maxima(tSrS, rescale);
+        // O is rescaled only when a row of the warp has a new maximum (the
+        // factors are then exactly 1 otherwise).
+        if (any_row_rescaled(rescale)) {
+          warpgroup_wait<0>();
+          scale_rows(tOrO, rescale);
+        }
+        warpgroup_wait<0>();
+        pipeline_v.consumer_release(state_v);
+        ++state_v;
+        softmax.exponentiate(tSrS, rescale);
+      } else {
+        softmax.update(tSrS, rescale);
+        warpgroup_wait<0>();
+        pipeline_v.consumer_release(state_v);
+        ++state_v;
+        scale_rows(tOrO, rescale);
+      }
       tOrP = to_operand_a(tSrS);
     }
 

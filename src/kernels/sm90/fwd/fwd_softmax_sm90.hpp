@@ -66,33 +66,21 @@ struct OnlineSoftmax {
 
   // Scores -> unnormalised probabilities, in place. Returns through `rescale`
   // the factor by which earlier rows of O and the running sum must shrink.
+  // (hdim 64: one pass; hdim 128 / 256 use the two halves below,
+  // FwdTraits::kSoftmaxUnderPv.)
   template <class TensorS>
   CUTE_DEVICE void update(TensorS& scores, float (&rescale)[kRows]) {
     using namespace cute;
     auto s = rows_cols_view(scores);
     static_assert(decltype(size<0>(s))::value == kRows);
     constexpr int kCols = decltype(size<1>(s))::value;
-    // Four independent partial maxima and sums: the reductions are chains of
-    // dependent instructions otherwise.
-    constexpr int kLanes = 4;
-    static_assert(kCols % kLanes == 0);
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      float partial[kLanes];
-      CUTE_UNROLL
-      for (int i = 0; i < kLanes; ++i) partial[i] = s(r, i);
-      CUTE_UNROLL
-      for (int j = kLanes; j < kCols; ++j) partial[j % kLanes] = fmaxf(partial[j % kLanes], s(r, j));
-      float m = fmaxf(fmaxf(row_max[r], fmaxf(partial[0], partial[1])), fmaxf(partial[2], partial[3]));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-      // A row with no visible key yet keeps m = -inf; subtracting 0 instead
-      // keeps every exp2 argument -inf (p = 0) rather than NaN.
-      const float m_scaled = m == -INFINITY ? 0.0f : m * scale_log2;
+      const float m = new_row_max(s, r);
+      const float m_scaled = scaled_max(m);
       rescale[r] = exp2_approx(row_max[r] * scale_log2 - m_scaled);
       row_max[r] = m;
-      CUTE_UNROLL
-      for (int i = 0; i < kLanes; ++i) partial[i] = 0.0f;
+      float partial[kLanes] = {0.0f, 0.0f, 0.0f, 0.0f};
       CUTE_UNROLL
       for (int j = 0; j < kCols; ++j) {
         s(r, j) = exp2_approx(s(r, j) * scale_log2 - m_scaled);
@@ -101,6 +89,71 @@ struct OnlineSoftmax {
       row_sum[r] = row_sum[r] * rescale[r] + ((partial[0] + partial[1]) + (partial[2] + partial[3]));
     }
   }
+
+  // The first half of update: the rows' new maxima, `rescale`, and each
+  // score's exp2 argument s * scale_log2 - m * scale_log2 in place. Needs no
+  // O, so it can run while O += P V does (the mainloop waits after it).
+  template <class TensorS>
+  CUTE_DEVICE void update_maxima(TensorS& scores, float (&rescale)[kRows]) {
+    using namespace cute;
+    auto s = rows_cols_view(scores);
+    static_assert(decltype(size<0>(s))::value == kRows);
+    constexpr int kCols = decltype(size<1>(s))::value;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const float m = new_row_max(s, r);
+      const float m_scaled = scaled_max(m);
+      // Exactly 1 when the maximum stays, so that the mainloop can skip
+      // rescaling O (the FFMA below can leave a rounding residue there).
+      rescale[r] = m == row_max[r] ? 1.0f : exp2_approx(row_max[r] * scale_log2 - m_scaled);
+      row_max[r] = m;
+      CUTE_UNROLL
+      for (int j = 0; j < kCols; ++j) s(r, j) = s(r, j) * scale_log2 - m_scaled;
+    }
+  }
+
+  // The second half: the exponentials and the running sums.
+  template <class TensorS>
+  CUTE_DEVICE void exponentiate(TensorS& scores, float const (&rescale)[kRows]) {
+    using namespace cute;
+    auto s = rows_cols_view(scores);
+    constexpr int kCols = decltype(size<1>(s))::value;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float partial[kLanes] = {0.0f, 0.0f, 0.0f, 0.0f};
+      CUTE_UNROLL
+      for (int j = 0; j < kCols; ++j) {
+        s(r, j) = exp2_approx(s(r, j));
+        partial[j % kLanes] += s(r, j);
+      }
+      row_sum[r] = row_sum[r] * rescale[r] + ((partial[0] + partial[1]) + (partial[2] + partial[3]));
+    }
+  }
+
+  // Four independent partial maxima and sums: the reductions are chains of
+  // dependent instructions otherwise.
+  static constexpr int kLanes = 4;
+
+  // Row r's maximum over the running one and this tile's scores (the quad's
+  // four lanes hold the row).
+  template <class RowsCols>
+  CUTE_DEVICE float new_row_max(RowsCols& s, int r) const {
+    using namespace cute;
+    constexpr int kCols = decltype(size<1>(s))::value;
+    static_assert(kCols % kLanes == 0);
+    float partial[kLanes];
+    CUTE_UNROLL
+    for (int i = 0; i < kLanes; ++i) partial[i] = s(r, i);
+    CUTE_UNROLL
+    for (int j = kLanes; j < kCols; ++j) partial[j % kLanes] = fmaxf(partial[j % kLanes], s(r, j));
+    float m = fmaxf(fmaxf(row_max[r], fmaxf(partial[0], partial[1])), fmaxf(partial[2], partial[3]));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    return fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+  }
+
+  // A row with no visible key yet keeps m = -inf; subtracting 0 instead
+  // keeps every exp2 argument -inf (p = 0) rather than NaN.
+  CUTE_DEVICE float scaled_max(float m) const { return m == -INFINITY ? 0.0f : m * scale_log2; }
 
   // 1 / rowsum for O (0 for a fully masked row, whose O is then 0) and the
   // natural-log LSE (-inf for a fully masked row).
@@ -143,6 +196,15 @@ CUTE_DEVICE void finalize_with_sink(Softmax& softmax, float sink, float (&invers
     inverse_sum[r] = kept / total;
     lse[r] = (top + __log2f(total)) * static_cast<float>(M_LN2);
   }
+}
+
+// Whether any row of the warp must rescale O (a warp-uniform answer).
+template <int kRows>
+CUTE_DEVICE bool any_row_rescaled(float const (&factor)[kRows]) {
+  bool any = false;
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) any |= factor[r] != 1.0f;
+  return __any_sync(0xffffffffu, any);
 }
 
 template <class TensorO, int kRows>

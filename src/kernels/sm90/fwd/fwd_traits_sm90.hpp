@@ -81,6 +81,16 @@ struct FwdTraits {
   // (ncu, H200, hdim 128 full 4 x 4k: 1114 against FlashAttention-4's 747
   // with a TMA store), a fifth of a 512-row tile's.
   static constexpr bool kStoreOByTma = kHeadDim <= 128;
+  // hdim 128 / 256: a key tile's row maxima and exp2 arguments run under the
+  // warpgroup's own O += P V, which it waits for only after them
+  // (FlashAttention-4's place), O is rescaled only when a row's maximum
+  // moved, and whether a key tile needs the mask is a range test
+  // (fwd_mainloop_sm90.hpp). H200, settled peers harness, two rounds
+  // (docs/perf_log.md, 2026-12-05): hdim 128 full / causal 16k +4.0 / +3.4%,
+  // full 2k +1.7%, hdim 256 4k +1.4-2.1%, hdim 128 causal 512 / 1k -1.6 /
+  // -1.4%. hdim 64 lost 10% with it on causal 512 / 1k (the 128-row tile)
+  // and keeps the wait before its softmax.
+  static constexpr bool kSoftmaxUnderPv = kHeadDim >= 128;
   using SmemLayoutOWarpgroup = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<Element>{},
                                                             cute::Shape<cute::_64, cute::Int<kHeadDim>>{}));
   // The whole tile, each warpgroup's 64 rows one contiguous block.
