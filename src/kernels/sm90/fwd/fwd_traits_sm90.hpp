@@ -75,8 +75,8 @@ struct FwdTraits {
   // O leaves through shared memory and a TMA store per consumer warpgroup
   // (its 64 rows) where the buffer fits: hdim 64 and 128 (+24 / +32 KB);
   // hdim 256 (Q + 2 x (K + V) = 224 KB) stores from the registers, and so
-  // do a varlen sequence's last partial 64 rows and the tall tile's varlen
-  // kernel (fwd_epilogue_sm90.hpp).
+  // do a varlen sequence's last partial 64 rows and the ScoreMods tall
+  // tile's varlen kernel (fwd_epilogue_sm90.hpp).
   // The register epilogue cost each consumer warp ~370 instructions per tile
   // (ncu, H200, hdim 128 full 4 x 4k: 1114 against FlashAttention-4's 747
   // with a TMA store), a fifth of a 512-row tile's.
