@@ -4,7 +4,10 @@ and stop(), after warm-up calls, for `ncu --profile-from-start off`
 call's kernels only (no JIT compilation, no warm-up, no other implementation).
   ncu --profile-from-start off --set full -o REP \\
       python3 scripts/ncu_one_call.py --impl fa4 --deterministic --pass bwd --hdim 64 ...
-Implementations are bench/attention_impls.py's (dash_attn, fa4, cudnn, ...)."""
+Implementations are bench/attention_impls.py's (dash_attn, fa4, cudnn, ...).
+--varlen (dash_attn only) packs the same tokens as one varlen batch of equal
+lengths (cu_seqlens every --seqlen rows), the case of issue 17's equal-length
+bar, so the two profiles compare kernel for kernel."""
 import argparse
 import os
 import sys
@@ -27,6 +30,7 @@ def main():
     parser.add_argument("--heads-kv", type=int, default=None)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--varlen", action="store_true")
     args = parser.parse_args()
 
     impl = attention_impls.make(args.impl)
@@ -43,6 +47,8 @@ def main():
     v = torch.randn(shape_kv, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     dout = torch.randn(shape_q, device="cuda", dtype=torch.bfloat16)
     attn = impl.function(args.causal, args.deterministic)
+    if args.varlen:
+        attn = varlen_function(args)
 
     def call():
         out = attention_impls.first_output(attn(q, k, v))
@@ -63,6 +69,24 @@ def main():
             attn(q, k, v)
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
+
+
+def varlen_function(args):
+    """attn(q, k, v) over the same (batch, seqlen) tensors through
+    flash_attn_varlen_func, the batch packed at equal lengths."""
+    if args.impl != attention_impls.DASH:
+        sys.exit("--varlen: dash_attn only")
+    import dash_attn
+
+    ends = torch.arange(0, args.batch + 1, device="cuda", dtype=torch.int32) * args.seqlen
+    schedule = "auto" if args.deterministic else "atomic"
+
+    def attn(q, k, v):
+        packed = [t.flatten(0, 1) for t in (q, k, v)]
+        out = dash_attn.flash_attn_varlen_func(*packed, ends, ends, args.seqlen, args.seqlen, causal=args.causal,
+                                               deterministic=args.deterministic, schedule=schedule)
+        return out.view(q.shape)
+    return attn
 
 
 if __name__ == "__main__":
