@@ -12,10 +12,12 @@ namespace {
 
 using testing::DeviceBuffer;
 
-TEST(BackwardPreprocess, MatchesHostComputationAndClearsAccumulators) {
-  DASH_REQUIRE_SM90();
+// Ordered schedules: the counters are cleared and the dQ accumulator left as
+// it was (the rank-0 add stores); the atomic schedule's accumulator is zeroed.
+void check_preprocess(ScheduleKind schedule) {
   const ProblemShape s{3, 77, 77, 4, 2, 128};
-  const Options options{};
+  Options options{};
+  options.schedule = schedule;
   const plan::BackwardWorkspace w = host::plan_backward_workspace(s, options);
   std::mt19937_64 rng(1234);
   const size_t q_count = s.batch * s.seqlen_q * s.heads_q * s.head_dim;
@@ -75,8 +77,22 @@ TEST(BackwardPreprocess, MatchesHostComputationAndClearsAccumulators) {
         const float expected = lse_in == -INFINITY ? -INFINITY : -(lse_in * static_cast<float>(M_LOG2E)) / divisor;
         ASSERT_FLOAT_EQ(minus_lse[slot], expected) << "LSE at " << b << "," << h << "," << r;
       }
-  for (size_t i = 0; i < w.dq_accum.bytes / sizeof(float); ++i) ASSERT_EQ(dq_accum[i], 0.0f) << "dq_accum " << i;
+  const bool ordered = w.dq_counters.bytes != 0;
+  ASSERT_EQ(ordered, schedule != ScheduleKind::kAtomic);
+  const auto* accum_bits = reinterpret_cast<const uint32_t*>(dq_accum);
+  for (size_t i = 0; i < w.dq_accum.bytes / sizeof(float); ++i) {
+    if (ordered)
+      ASSERT_EQ(accum_bits[i], 0xFFFFFFFFu) << "dq_accum " << i << " was written";
+    else
+      ASSERT_EQ(dq_accum[i], 0.0f) << "dq_accum " << i;
+  }
   for (size_t i = 0; i < w.dq_counters.bytes / sizeof(int32_t); ++i) ASSERT_EQ(counters[i], 0) << "counter " << i;
+}
+
+TEST(BackwardPreprocess, MatchesHostComputationAndClearsAccumulators) {
+  DASH_REQUIRE_SM90();
+  check_preprocess(ScheduleKind::kDescending);
+  check_preprocess(ScheduleKind::kAtomic);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The dQ writer warps: add each partial dQ tile the MMA warpgroups leave in
 // shared memory into the fp32 accumulator with one TMA bulk reduce-add.
 // Deterministic mode follows the contract: one lane acquire-spins until the
-// tile's counter equals this contribution's rank, adds, waits until the add
-// has completed in global memory, then releases (fence + increment). The
+// tile's counter equals this contribution's rank, adds (rank 0 stores: the
+// accumulator is not zeroed for ordered adds), waits until the write has
+// completed in global memory, then releases (fence + increment). The
 // shared stage is handed back as soon as the engine has read it, so the MMA
 // warpgroups compute the next Q tile while the completion wait runs here.
 //
@@ -59,12 +60,15 @@ struct DqWriter {
       named_barrier_sync(static_cast<uint32_t>(BwdBarrier::kDqFull0) + own_stage, kBarrierThreads);
       if (lane == 0) {
         if (counter != nullptr) fence_proxy_async_global();
+        // Rank 0 stores: an ordered tile starts unzeroed (the preprocess zeroes
+        // only for unordered adds; the conversion reads a tile nobody wrote as 0).
+        const bool first = rank == 0;
         if constexpr (Traits::kDqInQStage) {
           for (int half = 0; half < 2; ++half)
-            bulk_reduce_add_f32(tile + half * (Traits::kDqTileFloats / 2), smem.dq_over_stage(own_stage, half),
-                                kTileBytes / 2);
+            write_tile(first, tile + half * (Traits::kDqTileFloats / 2), smem.dq_over_stage(own_stage, half),
+                       kTileBytes / 2);
         } else {
-          bulk_reduce_add_f32(tile, smem.dq[own_stage], kTileBytes);
+          write_tile(first, tile, smem.dq[own_stage], kTileBytes);
         }
         bulk_commit_group();
         bulk_wait_all_read();
@@ -85,6 +89,13 @@ struct DqWriter {
     // Unordered adds may still be in flight: complete them before the CTA exits.
     if (lane == 0) bulk_wait_all_complete();
     __syncwarp();
+  }
+
+  __device__ static void write_tile(bool first, float* dst, const float* src, uint32_t bytes) {
+    if (first)
+      bulk_store(dst, src, bytes);
+    else
+      bulk_reduce_add_f32(dst, src, bytes);
   }
 
   // Hands a stage back to both MMA warpgroups.

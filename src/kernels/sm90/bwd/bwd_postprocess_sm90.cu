@@ -20,6 +20,9 @@ constexpr int kVector = 8;
 
 struct ConvertParams {
   const float* accum;  // one block_rows x head_dim tile per slot (accumulator_tiles.hpp)
+  // Ordered dQ adds: the adds made per slot (the accumulator was not zeroed:
+  // a slot at 0 holds nothing and converts to zeros); null otherwise.
+  const int32_t* counters;
   void* out;
   int64_t out_strides[3];  // batch, seq, head (elements)
   schedule::TileProblem problem;  // each sequence's rows
@@ -39,14 +42,17 @@ __global__ void __launch_bounds__(kThreads) bwd_convert_kernel(ConvertParams p) 
   const int64_t slot =
       (p.keys ? p.slots.first_kv_tile(p.problem, batch, head) : p.slots.first_q_tile(p.problem, batch, head)) + tile;
   const float* accum = p.accum + slot * p.block_rows * p.head_dim;
+  const bool written = p.counters == nullptr || p.counters[slot] != 0;
   const int vectors_per_row = p.head_dim / kVector;
   for (int v = threadIdx.x; v < p.block_rows * vectors_per_row; v += kThreads) {
     const int local_row = v / vectors_per_row;
     const int col = (v % vectors_per_row) * kVector;
     const int row = tile * p.block_rows + local_row;
     if (row >= rows.length) break;
-    float values[kVector];
-    if (p.dq_layout) {
+    float values[kVector] = {};
+    if (!written) {
+      // no contribution: zeros
+    } else if (p.dq_layout) {
       // dQ's fragment order keeps pairs of adjacent columns together.
       for (int pair = 0; pair < kVector; pair += 2) {
         const float2 v = *reinterpret_cast<const float2*>(
@@ -83,10 +89,12 @@ void launch_convert(DType dtype, ConvertParams p, int64_t sequences, int tiles, 
   }
 }
 
-ConvertParams convert_params(const float* accum, const TensorView& out, const schedule::TileProblem& problem,
-                             const plan::AccumulatorTiles& slots, bool keys, int head_dim, int block_rows, float scale) {
+ConvertParams convert_params(const float* accum, const int32_t* counters, const TensorView& out,
+                             const schedule::TileProblem& problem, const plan::AccumulatorTiles& slots, bool keys,
+                             int head_dim, int block_rows, float scale) {
   ConvertParams p{};
   p.accum = accum;
+  p.counters = counters;
   p.out = out.data;
   p.out_strides[0] = out.batch_stride, p.out_strides[1] = out.seq_stride, p.out_strides[2] = out.head_stride;
   p.problem = problem;
@@ -107,13 +115,16 @@ void launch_backward_postprocess(const BackwardArgs& a, const plan::BackwardWork
   const int d = static_cast<int>(s.head_dim);
   const char* base = static_cast<const char*>(a.workspace);
   auto accum = [&](const plan::WorkspaceSlice& slice) { return reinterpret_cast<const float*>(base + slice.offset); };
+  const auto* dq_counters =
+      w.dq_counters.bytes ? reinterpret_cast<const int32_t*>(base + w.dq_counters.offset) : nullptr;
   launch_convert(a.dtype,
-                 convert_params(accum(w.dq_accum), a.dq, problem, w.accum, false, d, w.tile.block_m, softmax_scale),
+                 convert_params(accum(w.dq_accum), dq_counters, a.dq, problem, w.accum, false, d, w.tile.block_m,
+                                softmax_scale),
                  s.batch, w.q_tiles, s.heads_q, stream);
   if (!w.dk_accum.bytes) return;
   for (const auto& [slice, out] : {std::pair{w.dk_accum, a.dk}, std::pair{w.dv_accum, a.dv}})
-    launch_convert(a.dtype, convert_params(accum(slice), out, problem, w.accum, true, d, w.tile.block_n, 1.f), s.batch,
-                   w.kv_tiles, s.heads_kv, stream);
+    launch_convert(a.dtype, convert_params(accum(slice), nullptr, out, problem, w.accum, true, d, w.tile.block_n, 1.f),
+                   s.batch, w.kv_tiles, s.heads_kv, stream);
 }
 
 }  // namespace dash_attn::sm90

@@ -29,6 +29,14 @@ __device__ __forceinline__ void bulk_copy_g2s(void* smem_dst, const void* gmem_s
       : "memory");
 }
 
+// gmem[i] = smem[i] for a contiguous span (16-byte aligned, a multiple of
+// 16 bytes), by the bulk engine: the first contribution of an ordered sum.
+__device__ __forceinline__ void bulk_store(void* gmem_dst, const void* smem_src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem_dst),
+               "r"(cute::cast_smem_ptr_to_uint(smem_src)), "r"(bytes)
+               : "memory");
+}
+
 // gmem[i] += smem[i] (fp32) for a contiguous span, performed by the bulk
 // engine in L2; each element is added atomically.
 __device__ __forceinline__ void bulk_reduce_add_f32(float* gmem_dst, const float* smem_src, uint32_t bytes) {
