@@ -26,7 +26,8 @@
 //         compute tile it.q_tile() of q-head h (mask iff it.needs_mask());
 //         counter = dq_counter[item.batch][h][it.q_tile()];
 //         spin (acquire) until counter == it.rank();    // skip for kUnordered
-//         bulk reduce-add the partial dQ; wait until it *completed*;
+//         bulk reduce-add the partial dQ (rank 0: bulk store, the
+//         accumulator is not zeroed); wait until it *completed*;
 //         release: fence + counter += 1;
 //       }
 //       s.reduces_dkv(problem): wait dkv_counter[batch][head_kv][kv] ==
