@@ -114,9 +114,10 @@ void launch_backward_postprocess(const BackwardArgs& a, const plan::BackwardWork
   const ProblemShape& s = a.shape;
   const int d = static_cast<int>(s.head_dim);
   const char* base = static_cast<const char*>(a.workspace);
-  auto accum = [&](const plan::WorkspaceSlice& slice) { return reinterpret_cast<const float*>(base + slice.offset); };
-  const auto* dq_counters =
-      w.dq_counters.bytes ? reinterpret_cast<const int32_t*>(base + w.dq_counters.offset) : nullptr;
+  // A slice's first byte, or null for an empty slice (as the main kernel's launch reads them).
+  auto at = [&](const plan::WorkspaceSlice& slice) { return slice.bytes ? base + slice.offset : nullptr; };
+  auto accum = [&](const plan::WorkspaceSlice& slice) { return reinterpret_cast<const float*>(at(slice)); };
+  const auto* dq_counters = reinterpret_cast<const int32_t*>(at(w.dq_counters));
   launch_convert(a.dtype,
                  convert_params(accum(w.dq_accum), dq_counters, a.dq, problem, w.accum, false, d, w.tile.block_m,
                                 softmax_scale),
