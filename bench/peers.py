@@ -70,6 +70,8 @@ def parse_args(argv):
                         "mods; 'none': not at all)")
     parser.add_argument("--reps", type=int, default=20, help="timed calls per pass (median, min, max)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls before timing")
+    parser.add_argument("--passes", default=",".join(peer_rows.PASSES),
+                        help="fwd, bwd or fwd,bwd: the passes timed (an A/B of forward kernels needs no backward)")
     parser.add_argument("--settle-s", type=float, default=None,
                         help="seconds the GPU idles before each pass's timed calls (default: "
                         f"{SETTLE_S} on a GPU, 0 on a CPU; cuda_timing.time_calls says why)")
@@ -87,6 +89,10 @@ def parse_args(argv):
         parser.error("--window takes L,R: two ints >= -1")
     if args.softcap < 0:
         parser.error("--softcap takes a number >= 0")
+    passes = [p for p in args.passes.split(",") if p]
+    if not passes or any(p not in peer_rows.PASSES for p in passes):
+        parser.error("--passes takes fwd, bwd or fwd,bwd")
+    args.passes = tuple(p for p in peer_rows.PASSES if p in passes)
     args.mods = ScoreMods(tuple(args.window or (-1, -1)), args.softcap, args.sinks)
     grid_given = any(getattr(args, name) not in (None, False) for name in GRID_OPTIONS)
     args.hdims = args.hdims or ([128] if args.quick else list(peer_rows.STANDARD_HDIMS))
@@ -290,7 +296,7 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
     rows = {p: dict(base, impl=name, label=peer_rows.label(name, deterministic), deterministic=deterministic,
                     schedule=("auto" if deterministic else "atomic") if name == peer_rows.DASH else None,
                     protocol=protocol, status=None, **{"pass": p})
-            for p in peer_rows.PASSES}
+            for p in args.passes}
     # The band's work: the visible fraction of the (row, key) pairs over the full matrix's count.
     fraction = band_fraction(base["seqlen"], base["seqlen"], causal, mods.window)
     flops = {p: peer_rows.attention_flops(base["batch"], base["heads"], base["seqlen"], base["seqlen"],
@@ -311,25 +317,28 @@ def measure_variant(name, impl, deterministic, tensors, causal, reference, args,
                 else:
                     attn = impl.function(causal, deterministic)
                     forward = lambda: attn(q, k, v)  # noqa: E731
-                timing = time_calls(forward, args.reps, warmup, args.device, args.settle_s)
+                if "fwd" in args.passes:
+                    timing = time_calls(forward, args.reps, warmup, args.device, args.settle_s)
                 if protocol == "direct_op":
                     out, saved = forward_op(q, k, v)
                     backward = lambda: backward_op(q, k, v, out, saved, dout)  # noqa: E731
                 else:
                     out = forward()
                     backward = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
-                _verify(rows["fwd"], reference.check([out]))
-                record("fwd", timing)
-                timing = time_calls(backward, args.reps, warmup, args.device, args.settle_s)
-                # The determinism check: the same backward on the same inputs, twice.
-                first, second = backward(), backward()
-                row = rows["bwd"]
-                _verify(row, reference.check(first, first=1))
-                diffs = [bitwise_diff(a, b) for a, b in zip(first, second)]
-                row["bitwise"] = all(equal for equal, _ in diffs)
-                for tensor, (_, diff) in zip(("dq", "dk", "dv"), diffs):
-                    row[f"max_abs_diff_{tensor}"] = diff
-                record("bwd", timing)
+                if "fwd" in args.passes:
+                    _verify(rows["fwd"], reference.check([out]))
+                    record("fwd", timing)
+                if "bwd" in args.passes:
+                    timing = time_calls(backward, args.reps, warmup, args.device, args.settle_s)
+                    # The determinism check: the same backward on the same inputs, twice.
+                    first, second = backward(), backward()
+                    row = rows["bwd"]
+                    _verify(row, reference.check(first, first=1))
+                    diffs = [bitwise_diff(a, b) for a, b in zip(first, second)]
+                    row["bitwise"] = all(equal for equal, _ in diffs)
+                    for tensor, (_, diff) in zip(("dq", "dk", "dv"), diffs):
+                        row[f"max_abs_diff_{tensor}"] = diff
+                    record("bwd", timing)
         except Exception as error:  # noqa: BLE001: a refusal or failure is a result row
             messages = [str(w.message) for w in caught]
             status = peer_rows.status_from_error(type(error).__name__, str(error), messages)

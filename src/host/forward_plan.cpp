@@ -8,22 +8,18 @@
 namespace dash_attn::host {
 
 namespace {
-// Causal or a window: the masks whose diagonal tiles forward_tile_for weighs.
-bool banded(bool causal, int window_left, int window_right) { return causal || window_left >= 0 || window_right >= 0; }
 // The L2 sections' budget in key rows per query head: K and V (2-byte
-// elements) of every KV head, shared by the query heads; 4x under a banded
-// mask (schedule::kForwardL2SectionBytes says why).
-constexpr int kBandedSectionFactor = 4;
-int section_key_rows(const ProblemShape& s, bool is_banded) {
-  const long long rows = schedule::forward_section_key_rows(2 * 2 * s.head_dim * s.heads_kv, s.heads_q);
-  return static_cast<int>(std::min<long long>(rows * (is_banded ? kBandedSectionFactor : 1), 1 << 30));
+// elements) of every KV head, shared by the query heads.
+int section_key_rows(const ProblemShape& s) {
+  return schedule::forward_section_key_rows(2 * 2 * s.head_dim * s.heads_kv, s.heads_q);
 }
 }  // namespace
 
 schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_count, int window_left,
                                    int window_right) {
   schedule::ForwardPlan p;
-  p.tile = forward_tile_for(static_cast<int>(s.head_dim), banded(causal, window_left, window_right), s.seqlen_q);
+  const bool banded = schedule::banded_mask(causal, window_left, window_right);
+  p.tile = forward_tile_for(static_cast<int>(s.head_dim), banded, s.seqlen_q);
   p.seqlen_q = static_cast<int>(s.seqlen_q);
   p.seqlen_k = static_cast<int>(s.seqlen_k);
   p.causal = causal;
@@ -39,8 +35,7 @@ schedule::ForwardPlan plan_forward(const ProblemShape& s, bool causal, int sm_co
   p.tiles = p.m_blocks * p.head_groups;
   p.grid = std::max(1, std::min(p.tiles, sm_count));
   // L2 sections (schedule::kForwardL2SectionBytes says why).
-  p.section_heads = schedule::forward_section_heads(section_key_rows(s, banded(causal, window_left, window_right)),
-                                                    p.seqlen_k, p.m_blocks, p.grid, p.head_groups);
+  p.sections = schedule::forward_sections(section_key_rows(s), p.seqlen_k, p.m_blocks, p.grid, p.head_groups, banded);
   return p;
 }
 
@@ -48,7 +43,8 @@ schedule::VarlenForwardTiles plan_forward_varlen(const ProblemShape& s, const Va
                                                  int sm_count, int window_left, int window_right) {
   schedule::VarlenForwardTiles t;
   // s.seqlen_q is the batch's max_seqlen_q.
-  t.tile = forward_tile_for(static_cast<int>(s.head_dim), banded(causal, window_left, window_right), s.seqlen_q);
+  t.tile = forward_tile_for(static_cast<int>(s.head_dim), schedule::banded_mask(causal, window_left, window_right),
+                           s.seqlen_q);
   t.batch = static_cast<int>(s.batch);
   t.heads = static_cast<int>(s.heads_q);
   t.causal = causal;
@@ -62,7 +58,7 @@ schedule::VarlenForwardTiles plan_forward_varlen(const ProblemShape& s, const Va
   t.seqused_k = lengths.seqused_k;
   const long long bound = schedule::varlen_forward_tile_bound(s.batch, s.heads_q, s.seqlen_q, t.tile.block_m);
   t.grid = static_cast<int>(std::max(1ll, std::min<long long>(bound, sm_count)));
-  t.section_key_rows = section_key_rows(s, banded(causal, window_left, window_right));
+  t.section_key_rows = section_key_rows(s);
   return t;
 }
 

@@ -39,8 +39,9 @@ TEST_P(ForwardPlanTest, VisitsEveryTileOnceLongestFirstWithinSections) {
     ASSERT_LT(w.batch, c.shape.batch);
     ASSERT_TRUE(seen.insert({w.m_block, w.head, w.batch}).second) << "tile " << i << " visited twice";
     // Inside a section the order goes by descending m_block (longest first).
-    const int section_tiles = p.section_heads * p.m_blocks;
-    if (i % section_tiles != 0) EXPECT_LE(w.m_block, p.work_tile(i - 1).m_block) << "tile " << i;
+    const int last_first_tile = p.sections.last_first_head * p.m_blocks;
+    const bool first_of_section = i < last_first_tile ? i % (p.sections.heads * p.m_blocks) == 0 : i == last_first_tile;
+    if (!first_of_section) EXPECT_LE(w.m_block, p.work_tile(i - 1).m_block) << "tile " << i;
   }
 }
 
@@ -139,17 +140,41 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ForwardPlanTest, ::testing::ValuesIn(plan_cases
 
 TEST(ForwardPlan, SectionsKeepKeysAndValuesWithinTheL2Budget) {
   // 2 * 8192 * 128 * 2 bytes = 4 MB per head: 2 heads in the 8 MB budget, but
-  // a wave of 132 tiles needs 3 heads of 64 query tiles.
+  // a wave of 132 tiles needs 3 heads of 64 query tiles; banded masks alike.
   const ProblemShape s{3, 8192, 8192, 4, 4, 128};
-  EXPECT_EQ(plan_forward(s, false, 132).section_heads, 3);
-  // A banded mask's budget is 4x (32 MB): 8 heads.
-  EXPECT_EQ(plan_forward(s, true, 132).section_heads, 8);
-  EXPECT_EQ(plan_forward(s, false, 132, 1000, 0).section_heads, 8);
+  EXPECT_EQ(plan_forward(s, false, 132).sections.heads, 3);
+  EXPECT_EQ(plan_forward(s, true, 132).sections.heads, 3);
+  EXPECT_EQ(plan_forward(s, false, 132, 1000, 0).sections.heads, 3);
   // Four query heads share one 4 MB K/V head: 1 MB each, so 8 heads fit.
   const ProblemShape gqa{3, 8192, 8192, 8, 2, 128};
-  EXPECT_EQ(plan_forward(gqa, false, 132).section_heads, 8);
+  EXPECT_EQ(plan_forward(gqa, false, 132).sections.heads, 8);
   // Short sequences: the budget allows all 12 heads of 5 tiles (60 tiles, one partial wave).
-  EXPECT_EQ(plan_forward(ProblemShape{3, 640, 640, 4, 4, 128}, false, 132).section_heads, 12);
+  EXPECT_EQ(plan_forward(ProblemShape{3, 640, 640, 4, 4, 128}, false, 132).sections.heads, 12);
+}
+
+// The launch's last tiles are short under a banded mask: the last section
+// holds at least 2 m / (m + 1) waves (ceil(2 grid / (m + 1)) heads); under a
+// full mask it is the remainder.
+TEST(ForwardPlan, TheLastBandedSectionSpansItsLongestTile) {
+  // hdim 128 causal 2k, 8 x 16 heads: 16 query tiles per head, one-wave
+  // sections of 9 heads; the last needs ceil(264 / 17) = 16 heads, so it
+  // starts after 12 sections and holds 20.
+  const ProblemShape s{8, 2048, 2048, 16, 16, 128};
+  const schedule::ForwardPlan causal = plan_forward(s, true, 132);
+  EXPECT_EQ(causal.sections.heads, 9);
+  EXPECT_EQ(causal.sections.last_first_head, 108);
+  for (int i = 0; i < 20; ++i) {
+    const ForwardWorkTile w = causal.work_tile(108 * 16 + i);
+    EXPECT_EQ(w.m_block, 15);
+    EXPECT_EQ(w.batch * 16 + w.head, 108 + i);
+  }
+  const ForwardWorkTile before = causal.work_tile(108 * 16 - 1);
+  EXPECT_EQ(before.m_block, 0);
+  EXPECT_EQ(before.batch * 16 + before.head, 107);
+  // Full mask: the same sections, the last one the 2 heads left over.
+  EXPECT_EQ(plan_forward(s, false, 132).sections.last_first_head, 126);
+  // Fewer heads than the last section needs: one section.
+  EXPECT_EQ(plan_forward(ProblemShape{1, 2048, 2048, 16, 16, 128}, true, 132).sections.last_first_head, 0);
 }
 
 // A varlen sequence's tiles go in the order the same sequence alone takes

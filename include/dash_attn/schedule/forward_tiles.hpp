@@ -24,11 +24,10 @@ struct ForwardWorkTile {
 // about one wave's heads: +2-6% on that row, 0-5% on the other hdim 64/128
 // rows (H200, docs/perf_log.md 2026-12-03). Half a wave per section (hdim 256
 // causal 4 x 4k: 2 heads of 32 tiles) cost 7%, so a section holds at least one
-// wave. Banded masks (causal, windows) take 4x the budget (the host's
-// section_key_rows): a banded tile reads only part of its head's keys, and
-// with 32 MB the alternating A/B had causal rows at 1.00-1.17 (hdim 128
-// causal 16 x 1k 1.17, hdim 256 causal 4 x 4k 1.08) where full rows lost
-// up to 5% (H200, docs/perf_log.md, sixteenth session).
+// wave. Banded masks (causal, windows) take the same budget since the
+// thirty-second session: with 4x (32 MB) the first wave of a section read
+// every head's K/V at once (its longest tiles), which cost hdim 128 causal
+// 512 13% on an H100 (docs/perf_log.md, 2026-12-06).
 inline constexpr long long kForwardL2SectionBytes = 8ll << 20;
 
 // The budget in key rows of one query head: kv_row_bytes of K and V per key
@@ -37,31 +36,56 @@ inline constexpr int forward_section_key_rows(long long kv_row_bytes, long long 
   const long long rows = kForwardL2SectionBytes * heads / (kv_row_bytes > 1 ? kv_row_bytes : 1);
   return rows > (1ll << 30) ? 1 << 30 : static_cast<int>(rows);
 }
-// Heads per section, of `heads` heads of m_blocks query tiles over seqlen_k
-// keys each, for `grid` persistent CTAs. 32-bit: the varlen producer warp
-// decodes it per tile in 24 registers (64-bit divisions spilled 48 B there).
-DASH_HOST_DEVICE constexpr int forward_section_heads(int section_key_rows, int seqlen_k, int m_blocks, int grid,
-                                                     int heads) {
+
+// Causal or a window: masks whose query tiles visit different numbers of key
+// tiles (and whose diagonal tiles forward_tile_for weighs).
+DASH_HOST_DEVICE constexpr bool banded_mask(bool causal, int window_left, int window_right) {
+  return causal || window_left >= 0 || window_right >= 0;
+}
+
+// How `heads` heads of m_blocks query tiles each are cut into sections:
+// `heads` per section, and the first head of the last section, which takes
+// what is left from there.
+struct ForwardSections {
+  int heads = 1;
+  int last_first_head = 0;
+};
+// For `grid` persistent CTAs over seqlen_k keys per head. Under a banded mask
+// the longest tile of a section is about 2 m / (m + 1) times its mean (causal:
+// m key tiles against (m + 1) / 2), and a section's longest tiles go first, so
+// the last section must hold that many waves for its longest tiles to end with
+// the launch: without it one-wave sections left hdim 128 causal 2k 5% behind
+// (a last section of 2 heads, whose 16-key-tile tiles started last; H100,
+// docs/perf_log.md 2026-12-06). Full masks: every tile alike, the last
+// section is the remainder. 32-bit: the varlen producer warp decodes it per
+// tile in 24 registers (64-bit divisions spilled 48 B there).
+DASH_HOST_DEVICE constexpr ForwardSections forward_sections(int section_key_rows, int seqlen_k, int m_blocks,
+                                                            int grid, int heads, bool banded) {
   const int budget = section_key_rows / (seqlen_k > 1 ? seqlen_k : 1);
   const int wave = m_blocks > 0 ? (grid + m_blocks - 1) / m_blocks : 1;
   const int wanted = budget > wave ? budget : wave;
-  return wanted < 1 ? 1 : wanted > heads ? heads : wanted;
+  const int section_heads = wanted < 1 ? 1 : wanted > heads ? heads : wanted;
+  const int last_heads = banded ? (2 * grid + m_blocks) / (m_blocks + 1) : 1;  // ceil(2 grid / (m + 1)) heads
+  const int before_last = (heads - last_heads) / section_heads;
+  return ForwardSections{section_heads, before_last > 0 ? before_last * section_heads : 0};
 }
 
 // Tile `index` of `heads` heads of m_blocks query tiles each, taken in
-// sections of section_heads: inside a section by descending m_block (under a
-// causal mask the longest tiles start first and the short ones fill the
-// tail), the section's heads side by side.
+// sections: inside a section by descending m_block (under a causal mask the
+// longest tiles start first and the short ones fill the tail), the section's
+// heads side by side.
 struct SectionTile {
   int m_block;
   int head;  // of the `heads` the order covers
 };
-DASH_HOST_DEVICE constexpr SectionTile section_tile(int index, int section_heads, int m_blocks, int heads) {
-  const int section_tiles = section_heads * m_blocks;
-  const int section = index / section_tiles;
-  const int first_head = section * section_heads;
-  const int rest = index - section * section_tiles;
-  const int heads_here = heads - first_head < section_heads ? heads - first_head : section_heads;
+DASH_HOST_DEVICE constexpr SectionTile section_tile(int index, ForwardSections sections, int m_blocks, int heads) {
+  const int last_first_tile = sections.last_first_head * m_blocks;
+  const bool in_last = index >= last_first_tile;
+  const int section_tiles = sections.heads * m_blocks;
+  const int section = in_last ? 0 : index / section_tiles;
+  const int first_head = in_last ? sections.last_first_head : section * sections.heads;
+  const int rest = in_last ? index - last_first_tile : index - section * section_tiles;
+  const int heads_here = in_last ? heads - sections.last_first_head : sections.heads;
   return SectionTile{m_blocks - 1 - rest / heads_here, first_head + rest % heads_here};
 }
 
@@ -75,7 +99,7 @@ struct ForwardPlan {
   int n_blocks = 0;       // key tiles per (batch, head)
   int heads = 0;          // heads_q
   int head_groups = 0;    // batch * heads_q
-  int section_heads = 0;  // (batch, head) pairs whose query tiles are interleaved
+  ForwardSections sections;  // of the (batch, head) pairs, whose query tiles are interleaved
   int tiles = 0;          // m_blocks * head_groups
   int grid = 0;           // persistent CTAs: min(tiles, SMs)
   // Sliding window (FlashAttention's window_size, -1 unbounded; with causal
@@ -87,7 +111,7 @@ struct ForwardPlan {
   // Tile `index` of the global order: the (batch, head) pairs in L2 sections
   // (section_tile).
   DASH_HOST_DEVICE ForwardWorkTile work_tile(int index) const {
-    const SectionTile at = section_tile(index, section_heads, m_blocks, head_groups);
+    const SectionTile at = section_tile(index, sections, m_blocks, head_groups);
     return ForwardWorkTile{at.m_block, at.head % heads, at.head / heads};
   }
 

@@ -83,8 +83,9 @@ struct VarlenForwardTiles {
     if (static_cast<long long>(k.length) * heads <= section_key_rows) {
       return VarlenForwardWork{m - 1 - local / heads, local % heads, s, q.begin, k.begin, q.length, k.length};
     }
-    const int section_heads = forward_section_heads(section_key_rows, k.length, m, grid, heads);
-    const SectionTile at = section_tile(local, section_heads, m, heads);
+    const ForwardSections sections =
+        forward_sections(section_key_rows, k.length, m, grid, heads, banded_mask(causal, window_left, window_right));
+    const SectionTile at = section_tile(local, sections, m, heads);
     return VarlenForwardWork{at.m_block, at.head, s, q.begin, k.begin, q.length, k.length};
   }
   DASH_HOST_DEVICE VarlenForwardWork work(int s, int local) const { return work(s, local, tile); }
