@@ -40,7 +40,8 @@ TEST_P(ForwardPlanTest, VisitsEveryTileOnceLongestFirstWithinSections) {
     ASSERT_TRUE(seen.insert({w.m_block, w.head, w.batch}).second) << "tile " << i << " visited twice";
     // Inside a section the order goes by descending m_block (longest first).
     const int last_first_tile = p.sections.last_first_head * p.m_blocks;
-    const bool first_of_section = i < last_first_tile ? i % (p.sections.heads * p.m_blocks) == 0 : i == last_first_tile;
+    const int section_tiles = p.sections.heads_per_section * p.m_blocks;
+    const bool first_of_section = i < last_first_tile ? i % section_tiles == 0 : i == last_first_tile;
     if (!first_of_section) EXPECT_LE(w.m_block, p.work_tile(i - 1).m_block) << "tile " << i;
   }
 }
@@ -142,14 +143,14 @@ TEST(ForwardPlan, SectionsKeepKeysAndValuesWithinTheL2Budget) {
   // 2 * 8192 * 128 * 2 bytes = 4 MB per head: 2 heads in the 8 MB budget, but
   // a wave of 132 tiles needs 3 heads of 64 query tiles; banded masks alike.
   const ProblemShape s{3, 8192, 8192, 4, 4, 128};
-  EXPECT_EQ(plan_forward(s, false, 132).sections.heads, 3);
-  EXPECT_EQ(plan_forward(s, true, 132).sections.heads, 3);
-  EXPECT_EQ(plan_forward(s, false, 132, 1000, 0).sections.heads, 3);
+  EXPECT_EQ(plan_forward(s, false, 132).sections.heads_per_section, 3);
+  EXPECT_EQ(plan_forward(s, true, 132).sections.heads_per_section, 3);
+  EXPECT_EQ(plan_forward(s, false, 132, 1000, 0).sections.heads_per_section, 3);
   // Four query heads share one 4 MB K/V head: 1 MB each, so 8 heads fit.
   const ProblemShape gqa{3, 8192, 8192, 8, 2, 128};
-  EXPECT_EQ(plan_forward(gqa, false, 132).sections.heads, 8);
+  EXPECT_EQ(plan_forward(gqa, false, 132).sections.heads_per_section, 8);
   // Short sequences: the budget allows all 12 heads of 5 tiles (60 tiles, one partial wave).
-  EXPECT_EQ(plan_forward(ProblemShape{3, 640, 640, 4, 4, 128}, false, 132).sections.heads, 12);
+  EXPECT_EQ(plan_forward(ProblemShape{3, 640, 640, 4, 4, 128}, false, 132).sections.heads_per_section, 12);
 }
 
 // The launch's last tiles are short under a banded mask: the last section
@@ -161,7 +162,7 @@ TEST(ForwardPlan, TheLastBandedSectionSpansItsLongestTile) {
   // starts after 12 sections and holds 20.
   const ProblemShape s{8, 2048, 2048, 16, 16, 128};
   const schedule::ForwardPlan causal = plan_forward(s, true, 132);
-  EXPECT_EQ(causal.sections.heads, 9);
+  EXPECT_EQ(causal.sections.heads_per_section, 9);
   EXPECT_EQ(causal.sections.last_first_head, 108);
   for (int i = 0; i < 20; ++i) {
     const ForwardWorkTile w = causal.work_tile(108 * 16 + i);

@@ -43,11 +43,11 @@ DASH_HOST_DEVICE constexpr bool banded_mask(bool causal, int window_left, int wi
   return causal || window_left >= 0 || window_right >= 0;
 }
 
-// How `heads` heads of m_blocks query tiles each are cut into sections:
-// `heads` per section, and the first head of the last section, which takes
+// How `heads` heads of m_blocks query tiles each are cut into sections: the
+// heads per section, and the first head of the last section, which takes
 // what is left from there.
 struct ForwardSections {
-  int heads = 1;
+  int heads_per_section = 1;
   int last_first_head = 0;
 };
 // For `grid` persistent CTAs over seqlen_k keys per head. Under a banded mask
@@ -81,11 +81,11 @@ struct SectionTile {
 DASH_HOST_DEVICE constexpr SectionTile section_tile(int index, ForwardSections sections, int m_blocks, int heads) {
   const int last_first_tile = sections.last_first_head * m_blocks;
   const bool in_last = index >= last_first_tile;
-  const int section_tiles = sections.heads * m_blocks;
+  const int section_tiles = sections.heads_per_section * m_blocks;
   const int section = in_last ? 0 : index / section_tiles;
-  const int first_head = in_last ? sections.last_first_head : section * sections.heads;
+  const int first_head = in_last ? sections.last_first_head : section * sections.heads_per_section;
   const int rest = in_last ? index - last_first_tile : index - section * section_tiles;
-  const int heads_here = in_last ? heads - sections.last_first_head : sections.heads;
+  const int heads_here = in_last ? heads - sections.last_first_head : sections.heads_per_section;
   return SectionTile{m_blocks - 1 - rest / heads_here, first_head + rest % heads_here};
 }
 
