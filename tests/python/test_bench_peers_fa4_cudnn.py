@@ -314,6 +314,22 @@ def test_peers_runs_fa4_and_cudnn_with_gqa_rows_and_writes_latest_records(monkey
     assert "cuDNN frontend det." in output and "FA4 det." in output and "4/2" in output
 
 
+def test_peers_times_only_the_passes_asked_for(monkeypatch, tmp_path):
+    install_fa4(monkeypatch)
+    install_cudnn(monkeypatch)
+    monkeypatch.setattr(peer_rows, "TOTAL_TOKENS", 256)
+    for passes in ("fwd", "bwd"):
+        out = tmp_path / f"{passes}.json"
+        status = peers.main(["--device", "cpu", "--rows", "standard", "--hdims", "32", "--seqlens", "64",
+                             "--masks", "causal", "--total-tokens", "128", "--hidden", "64", "--reps", "2",
+                             "--warmup", "0", "--impls", "fa4,cudnn", "--passes", passes, "--json", str(out),
+                             "--latest-json", "none"])
+        assert status == 0
+        rows = json.loads(out.read_text())["rows"]
+        assert len(rows) == 4 and {r["pass"] for r in rows} == {passes}
+        assert all(r["status"] == "ok" and r["verified"] for r in rows), [(r["label"], r["status"]) for r in rows]
+
+
 def test_peers_command_line_selects_row_groups_and_the_latest_file():
     default = peers.parse_args([])
     assert default.rows == list(peer_rows.DEFAULT_ROW_GROUPS) and len(default.shapes) == 24 + 3 + 2
@@ -333,5 +349,12 @@ def test_peers_command_line_selects_row_groups_and_the_latest_file():
     assert peers.parse_args(["--device", "cpu"]).latest_json is None
     assert peers.parse_args(["--latest-json", "none"]).latest_json is None
     assert peers.parse_args(["--latest-json", "/x/l.json"]).latest_json == "/x/l.json"
+    # --passes: the passes timed, in the harness's order; anything else is refused.
+    assert default.passes == ("fwd", "bwd")
+    assert peers.parse_args(["--passes", "bwd,fwd"]).passes == ("fwd", "bwd")
+    assert peers.parse_args(["--passes", "fwd"]).passes == ("fwd",)
+    for wrong in ("", "forward", "fwd,dq"):
+        with pytest.raises(SystemExit):
+            peers.parse_args(["--passes", wrong])
     with pytest.raises(SystemExit):
         peers.parse_args(["--rows", "mqa"])
