@@ -103,7 +103,8 @@ class CaseRunner {
         DASH_CUDA_CHECK(cudaDeviceSynchronize());
         return true;
       }
-      const Timing t = time_calls([&] { dash_attn::forward(args, options_, nullptr); }, kWarmup, o_.repetitions);
+      const Timing t = time_calls([&] { dash_attn::forward(args, options_, nullptr); }, kWarmup, o_.repetitions,
+                                    o_.settle_ms);
       DASH_CUDA_CHECK(cudaDeviceSynchronize());
       r.median_ms = t.median_ms, r.min_ms = t.min_ms, r.max_ms = t.max_ms;
       r.tflops = forward_flops(c_) / (t.median_ms * 1e9);
@@ -131,7 +132,8 @@ class CaseRunner {
     }
     try {
       const BackwardArgs args = problem_.backward_args(o);
-      const Timing t = time_calls([&] { dash_attn::backward(args, o, nullptr); }, kWarmup, o_.repetitions);
+      const Timing t = time_calls([&] { dash_attn::backward(args, o, nullptr); }, kWarmup, o_.repetitions,
+                                    o_.settle_ms);
       DASH_CUDA_CHECK(cudaDeviceSynchronize());
       r.median_ms = t.median_ms, r.min_ms = t.min_ms, r.max_ms = t.max_ms;
       r.tflops = 2.5 * forward_flops(c_) / (t.median_ms * 1e9);

@@ -116,6 +116,9 @@ void define_options(CLI::App& app, BenchOptions& o, GridChoice& grid) {
 
   cli::add_value(app, "--reps", "N", [&](const std::string& v) { o.repetitions = cli::option_int("--reps", v, 1); },
                  "timed repetitions, median reported (30)")->group(how);
+  cli::add_value(app, "--settle-ms", "MS", [&](const std::string& v) { o.settle_ms = cli::option_int("--settle-ms", v, 0); },
+                 "idle milliseconds before each row's timed calls, so that every row starts at the same clock (500)")
+      ->group(how);
   cli::add_value(app, "--determinism-runs", "N",
                  [&](const std::string& v) { o.determinism_runs = cli::option_int("--determinism-runs", v, 0); },
                  "bitwise reruns of each deterministic backward (10; 0: none)")->group(how);

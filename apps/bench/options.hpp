@@ -44,6 +44,7 @@ struct BenchOptions {
   ScoreMods mods;
   int q_heads_per_chain = 0;  // Options::q_heads_per_chain of every case (0: the library's choice)
   int repetitions = 30;
+  int settle_ms = 500;  // idle before each row's timed calls (bench/timing.hpp)
   int determinism_runs = 10;
   // Rows with both seqlens <= this are checked on a (batch 0, kv-head 0)
   // slice of the timed problem; the fp64 check costs O(seqlen^2 * head_dim)

@@ -11,6 +11,7 @@ std::string repro_command(const BenchOptions& options, const BenchCase& c, Pass 
   line += score_mods_text(c.mods, "--", 17);  // every digit: the line reruns the same softcap
   if (c.q_heads_per_chain > 0) line += " --q-heads-per-chain " + std::to_string(c.q_heads_per_chain);
   if (options.repetitions != defaults.repetitions) line += " --reps " + std::to_string(options.repetitions);
+  if (options.settle_ms != defaults.settle_ms) line += " --settle-ms " + std::to_string(options.settle_ms);
   const bool reruns = pass == Pass::kBackward && schedule != ScheduleKind::kAtomic;
   if (reruns && options.determinism_runs != defaults.determinism_runs)
     line += " --determinism-runs " + std::to_string(options.determinism_runs);

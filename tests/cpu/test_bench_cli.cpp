@@ -73,7 +73,7 @@ TEST(BenchOptions, ShapesReplaceTheGridAndAllowGqa) {
 }
 
 TEST(BenchOptions, PassesMasksSchedulesAndChecks) {
-  const BenchOptions o = parse("--passes bwd --masks full --schedules fa3,shift --dtype fp16 --reps 5 "
+  const BenchOptions o = parse("--passes bwd --masks full --schedules fa3,shift --dtype fp16 --reps 5 --settle-ms 0 "
                                "--determinism-runs 0 --verify --verify-max-seqlen 0 --json a.json --csv b.csv --commit abc");
   EXPECT_FALSE(o.forward);
   EXPECT_TRUE(o.backward);
@@ -81,6 +81,8 @@ TEST(BenchOptions, PassesMasksSchedulesAndChecks) {
   EXPECT_EQ(o.schedules, (std::vector<ScheduleKind>{ScheduleKind::kFA3, ScheduleKind::kShift}));
   EXPECT_EQ(o.dtype, DType::kFP16);
   EXPECT_EQ(o.repetitions, 5);
+  EXPECT_EQ(o.settle_ms, 0);
+  EXPECT_EQ(parse("").settle_ms, 500);
   EXPECT_EQ(o.determinism_runs, 0);
   EXPECT_TRUE(o.verify);
   EXPECT_EQ(o.verify_max_seqlen, 0);
@@ -105,6 +107,7 @@ TEST(BenchOptions, MalformedFlagsNameTheFlag) {
   EXPECT_NE(usage_error("--passes fwd,both").find("got 'both'"), std::string::npos);
   EXPECT_NE(usage_error("--dtype fp8").find("--dtype expects bf16 or fp16"), std::string::npos);
   EXPECT_NE(usage_error("--reps 0").find("--reps expects an integer >= 1"), std::string::npos);
+  EXPECT_NE(usage_error("--settle-ms=-1").find("--settle-ms expects an integer >= 0"), std::string::npos);
   EXPECT_NE(usage_error("--grid huge").find("--grid expects standard or quick"), std::string::npos);
 }
 
@@ -162,7 +165,7 @@ TEST(BenchOptions, UnknownOptionIsAClearError) {
 TEST(BenchOptions, HelpListsEveryOption) {
   const std::string help = usage_text();
   for (const char* option : {"--grid", "--hdims", "--seqlens", "--shape", "--masks", "--schedules", "--passes", "--dtype",
-                             "--reps", "--determinism-runs", "--verify-max-seqlen", "--verify", "--model", "--json",
+                             "--reps", "--settle-ms", "--determinism-runs", "--verify-max-seqlen", "--verify", "--model", "--json",
                              "--csv", "--commit", "--help"})
     EXPECT_NE(help.find(std::string(option) + " "), std::string::npos) << option;
   EXPECT_NE(help.find("--key=value"), std::string::npos);
@@ -224,7 +227,7 @@ TEST(BenchCases, SliceCheckUpToVerifyMaxSeqlen) {
 }
 
 TEST(BenchRepro, EachRowsLineParsesBackToThatRowAlone) {
-  const BenchOptions o = parse("--grid quick --reps 7 --determinism-runs 3 --verify");
+  const BenchOptions o = parse("--grid quick --reps 7 --settle-ms 20 --determinism-runs 3 --verify");
   for (const BenchCase& c : bench_cases(o)) {
     for (const ScheduleKind kind : o.schedules) {
       const std::string line = repro_command(o, c, Pass::kBackward, kind);
@@ -239,6 +242,7 @@ TEST(BenchRepro, EachRowsLineParsesBackToThatRowAlone) {
       EXPECT_EQ(r.schedules, std::vector<ScheduleKind>{kind}) << line;
       EXPECT_TRUE(r.backward && !r.forward) << line;
       EXPECT_EQ(r.repetitions, 7) << line;
+      EXPECT_EQ(r.settle_ms, 20) << line;
       EXPECT_EQ(r.determinism_runs, kind == ScheduleKind::kAtomic ? 10 : 3) << line;
       EXPECT_TRUE(r.verify) << line;
     }
