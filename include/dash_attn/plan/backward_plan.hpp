@@ -16,6 +16,12 @@ namespace dash_attn::plan {
 struct WorkspaceSlice {
   std::size_t offset = 0;  // bytes from the workspace base, 256-byte aligned
   std::size_t bytes = 0;
+  // The slice's first byte in the workspace at `base`, as T*, or null for an
+  // empty slice (the kernels test for null where a slice is optional).
+  template <class T>
+  T* in(void* base) const {
+    return bytes ? reinterpret_cast<T*>(static_cast<char*>(base) + offset) : nullptr;
+  }
 };
 
 // The varlen sequence_order slice (BackwardWorkspace): kSequenceOrderArrays

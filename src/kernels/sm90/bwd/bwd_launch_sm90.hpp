@@ -37,8 +37,6 @@ void launch_backward_kernel(const BackwardArgs& a, const plan::BackwardWorkspace
                                               " x " + std::to_string(c.problem.block_n) + ") are not the kernel's (" +
                                               std::to_string(Traits::kBlockM) + " x " +
                                               std::to_string(Traits::kBlockN) + ")");
-  auto* base = static_cast<char*>(a.workspace);
-  auto at = [&](const plan::WorkspaceSlice& slice) { return slice.bytes ? base + slice.offset : nullptr; };
 
   BwdParams<Traits> p;
   p.schedule = c.schedule;
@@ -65,14 +63,14 @@ void launch_backward_kernel(const BackwardArgs& a, const plan::BackwardWorkspace
   p.softmax_scale = c.softmax_scale;
   p.scale_log2 = exponent_scale(c.softmax_scale, c.softcap);
   p.softcap_scale = c.softcap > 0.f ? c.softmax_scale / c.softcap : 0.f;
-  p.minus_lse = reinterpret_cast<const float*>(at(w.minus_lse));
-  p.minus_d = reinterpret_cast<const float*>(at(w.minus_d));
-  p.dq_accum = reinterpret_cast<float*>(at(w.dq_accum));
-  p.dq_counters = reinterpret_cast<int*>(at(w.dq_counters));
-  p.dk_accum = reinterpret_cast<float*>(at(w.dk_accum));
-  p.dv_accum = reinterpret_cast<float*>(at(w.dv_accum));
+  p.minus_lse = w.minus_lse.in<const float>(a.workspace);
+  p.minus_d = w.minus_d.in<const float>(a.workspace);
+  p.dq_accum = w.dq_accum.in<float>(a.workspace);
+  p.dq_counters = w.dq_counters.in<int>(a.workspace);
+  p.dk_accum = w.dk_accum.in<float>(a.workspace);
+  p.dv_accum = w.dv_accum.in<float>(a.workspace);
   if (w.dkv_counters.bytes) {
-    p.dk_counters = reinterpret_cast<int*>(at(w.dkv_counters));
+    p.dk_counters = w.dkv_counters.in<int>(a.workspace);
     p.dv_counters = p.dk_counters + w.dkv_counters.bytes / sizeof(int) / 2;
   }
   p.dk = static_cast<Element*>(a.dk.data);
@@ -80,9 +78,9 @@ void launch_backward_kernel(const BackwardArgs& a, const plan::BackwardWorkspace
   const int64_t dk_strides[3] = {a.dk.batch_stride, a.dk.seq_stride, a.dk.head_stride};
   const int64_t dv_strides[3] = {a.dv.batch_stride, a.dv.seq_stride, a.dv.head_stride};
   for (int i = 0; i < 3; ++i) p.dk_strides[i] = dk_strides[i], p.dv_strides[i] = dv_strides[i];
-  p.work_counter = reinterpret_cast<int*>(at(w.work_counter));
-  p.unordered = reinterpret_cast<const int*>(at(w.unordered));
-  if (const auto* slice = reinterpret_cast<const int32_t*>(at(w.sequence_order)))
+  p.work_counter = w.work_counter.in<int>(a.workspace);
+  p.unordered = w.unordered.in<const int>(a.workspace);
+  if (const auto* slice = w.sequence_order.in<const int32_t>(a.workspace))
     p.sequence_order = plan::sequence_order_arrays(slice, c.problem.batch);
   // (Varlen runs no wave schedule; its lengths are not on the host anyway.)
   p.claim_ahead = p.varlen || p.schedule.required_coresidency(c.problem) <= 1;

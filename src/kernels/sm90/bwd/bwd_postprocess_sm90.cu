@@ -113,11 +113,8 @@ void launch_backward_postprocess(const BackwardArgs& a, const plan::BackwardWork
                                  const schedule::TileProblem& problem, float softmax_scale, cudaStream_t stream) {
   const ProblemShape& s = a.shape;
   const int d = static_cast<int>(s.head_dim);
-  const char* base = static_cast<const char*>(a.workspace);
-  // A slice's first byte, or null for an empty slice (as the main kernel's launch reads them).
-  auto at = [&](const plan::WorkspaceSlice& slice) { return slice.bytes ? base + slice.offset : nullptr; };
-  auto accum = [&](const plan::WorkspaceSlice& slice) { return reinterpret_cast<const float*>(at(slice)); };
-  const auto* dq_counters = reinterpret_cast<const int32_t*>(at(w.dq_counters));
+  auto accum = [&](const plan::WorkspaceSlice& slice) { return slice.in<const float>(a.workspace); };
+  const auto* dq_counters = w.dq_counters.in<const int32_t>(a.workspace);
   launch_convert(a.dtype,
                  convert_params(accum(w.dq_accum), dq_counters, a.dq, problem, w.accum, false, d, w.tile.block_m,
                                 softmax_scale),

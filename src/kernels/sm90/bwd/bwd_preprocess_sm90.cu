@@ -219,7 +219,6 @@ __global__ void __launch_bounds__(kThreads) sink_gradient_kernel(const float* pa
 void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorkspace& w,
                                 const schedule::TileProblem& problem, float softmax_scale, float softcap,
                                 cudaStream_t stream) {
-  auto* base = static_cast<char*>(a.workspace);
   PreprocessParams p{};
   p.out = a.out.data;
   p.dout = a.dout.data;
@@ -231,23 +230,22 @@ void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorks
   p.dlse = a.dlse.data;
   p.dlse_batch_stride = a.dlse.batch_stride;
   p.dlse_head_stride = a.dlse.head_stride;
-  p.minus_lse = reinterpret_cast<float*>(base + w.minus_lse.offset);
-  p.minus_d = reinterpret_cast<float*>(base + w.minus_d.offset);
-  p.dq_accum = reinterpret_cast<float*>(base + w.dq_accum.offset);
-  p.dq_counters = w.dq_counters.bytes ? reinterpret_cast<int32_t*>(base + w.dq_counters.offset) : nullptr;
-  p.unordered = w.unordered.bytes ? reinterpret_cast<int32_t*>(base + w.unordered.offset) : nullptr;
+  p.minus_lse = w.minus_lse.in<float>(a.workspace);
+  p.minus_d = w.minus_d.in<float>(a.workspace);
+  p.dq_accum = w.dq_accum.in<float>(a.workspace);
+  p.dq_counters = w.dq_counters.in<int32_t>(a.workspace);
+  p.unordered = w.unordered.in<int32_t>(a.workspace);
   p.problem = problem;
   p.accum = w.accum;
   p.sinks = a.dsinks != nullptr ? a.sinks : nullptr;  // the terms are only needed for the gradient
-  p.sink_partials = reinterpret_cast<float*>(base + w.sink_partials.offset);
+  p.sink_partials = w.sink_partials.in<float>(a.workspace);
   p.head_dim = static_cast<int>(a.shape.head_dim);
   p.block_m = w.tile.block_m;
   p.lse_divisor = bwd::lse_divisor(p.head_dim, softmax_scale, softcap);
   if (p.unordered != nullptr) DASH_CUDA_CHECK(cudaMemsetAsync(p.unordered, 0, sizeof(int32_t), stream));
-  if (w.sequence_order.bytes) {
+  if (auto* sequence_order = w.sequence_order.in<int32_t>(a.workspace)) {
     const auto blocks = static_cast<unsigned>((a.shape.batch + kThreads - 1) / kThreads);
-    varlen_sequence_order_kernel<<<blocks, kThreads, 0, stream>>>(
-        problem, reinterpret_cast<int32_t*>(base + w.sequence_order.offset));
+    varlen_sequence_order_kernel<<<blocks, kThreads, 0, stream>>>(problem, sequence_order);
     DASH_CUDA_CHECK(cudaGetLastError());
   }
   // Sequences go in grid.z (limit 65535); larger batches are split into launches.
@@ -268,9 +266,8 @@ void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorks
                                                                                          w.accum, a.dsinks);
     DASH_CUDA_CHECK(cudaGetLastError());
   }
-  if (w.dk_accum.bytes) DASH_CUDA_CHECK(cudaMemsetAsync(base + w.dk_accum.offset, 0, w.dk_accum.bytes, stream));
-  if (w.dv_accum.bytes) DASH_CUDA_CHECK(cudaMemsetAsync(base + w.dv_accum.offset, 0, w.dv_accum.bytes, stream));
-  if (w.dkv_counters.bytes) DASH_CUDA_CHECK(cudaMemsetAsync(base + w.dkv_counters.offset, 0, w.dkv_counters.bytes, stream));
+  for (const plan::WorkspaceSlice* slice : {&w.dk_accum, &w.dv_accum, &w.dkv_counters})
+    if (auto* bytes = slice->in<char>(a.workspace)) DASH_CUDA_CHECK(cudaMemsetAsync(bytes, 0, slice->bytes, stream));
 }
 
 }  // namespace dash_attn::sm90
