@@ -68,5 +68,17 @@ TEST(BackwardPlan, ClaimCounterHasItsOwnSlice) {
   }
 }
 
+TEST(BackwardPlan, SliceInWorkspaceIsItsFirstByteOrNullWhenEmpty) {
+  alignas(256) char workspace[1024];
+  const plan::WorkspaceSlice counters{512, 8}, absent{256, 0};
+  EXPECT_EQ(counters.in<int>(workspace), reinterpret_cast<int*>(workspace + 512));
+  EXPECT_EQ(counters.in<const float>(workspace), reinterpret_cast<const float*>(workspace + 512));
+  EXPECT_EQ(absent.in<int>(workspace), nullptr);
+  // The atomic schedule has no dQ counters: the launches pass null, which the kernels test.
+  const plan::BackwardWorkspace w =
+      host::plan_backward_workspace(ProblemShape{2, 100, 130, 8, 8, 128}, with(ScheduleKind::kAtomic, false, false));
+  EXPECT_EQ(w.dq_counters.in<int>(workspace), nullptr);
+}
+
 }  // namespace
 }  // namespace dash_attn
