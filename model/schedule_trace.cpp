@@ -8,8 +8,8 @@ namespace dash_attn::model {
 ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind requested, bool head_major,
                           int chain_heads) {
   const ScheduleKind kind = schedule::resolve_schedule(requested, problem);
-  const schedule::Schedule s(kind, head_major ? 1 : schedule::claim_interleave(kind, problem),
-                             chain_heads > 0 ? chain_heads : schedule::default_chain_heads(problem));
+  const int heads = chain_heads > 0 ? chain_heads : schedule::default_chain_heads(problem);
+  const schedule::Schedule s(kind, head_major ? 1 : schedule::claim_interleave(kind, problem, heads), heads);
   ScheduleTrace trace;
   trace.kind = s.kind();
   trace.ordered = s.ordered();

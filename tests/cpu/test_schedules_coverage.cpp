@@ -107,30 +107,37 @@ TEST(ScheduleCoverage, OnlyChainSchedulesInterleaveHeads) {
   EXPECT_EQ(schedule::Schedule(ScheduleKind::kShift, 8).interleaved_heads(), 1);
   EXPECT_EQ(schedule::Schedule(ScheduleKind::kSymmetricShift, 8).interleaved_heads(), 1);
   schedule::TileProblem p{1, 8, 8, 64, 128, true, 4096, 4096};
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kShift, p), 1);
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kSymmetricShift, p), 1);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kShift, p, 1), 1);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kSymmetricShift, p, 1), 1);
   for (ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending})
-    EXPECT_EQ(schedule::claim_interleave(kind, p), schedule::kChainClaimInterleave) << to_string(kind);
+    EXPECT_EQ(schedule::claim_interleave(kind, p, 1), schedule::kChainClaimInterleave) << to_string(kind);
 }
 
 // Descending on causal heads of hdim 64's 128 x 128 tiles deals more heads;
-// nothing else does (not full masks or non-causal windows, other tiles or kinds).
+// nothing else does (not full masks or non-causal windows, other tiles or kinds,
+// or chains that walk q-heads).
 TEST(ScheduleCoverage, CausalWideTilesInterleaveMoreHeads) {
   schedule::TileProblem p{1, 8, 8, 128, 128, true, 4096, 4096};
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, p), schedule::kCausalWideTileClaimInterleave);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, p, 1), schedule::kCausalWideTileClaimInterleave);
   EXPECT_EQ(schedule::Schedule(ScheduleKind::kDescending, p).interleaved_heads(),
             schedule::kCausalWideTileClaimInterleave);
   for (ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3})
-    EXPECT_EQ(schedule::claim_interleave(kind, p), schedule::kChainClaimInterleave) << to_string(kind);
+    EXPECT_EQ(schedule::claim_interleave(kind, p, 1), schedule::kChainClaimInterleave) << to_string(kind);
   schedule::TileProblem full = p;
   full.causal = false;
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, full), schedule::kChainClaimInterleave);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, full, 1), schedule::kChainClaimInterleave);
   schedule::TileProblem window = full;
   window.window_left = 1024, window.window_right = 0;
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, window), schedule::kChainClaimInterleave);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, window, 1), schedule::kChainClaimInterleave);
   schedule::TileProblem small = p;
   small.block_m = small.block_n = 64;  // hdim 256
-  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, small), schedule::kChainClaimInterleave);
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, small, 1), schedule::kChainClaimInterleave);
+  // Chains that walk q-heads are spaced apart by their walk already.
+  schedule::TileProblem grouped{1, 64, 8, 128, 128, true, 4096, 4096};
+  EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, grouped, 1), schedule::kCausalWideTileClaimInterleave);
+  for (int chain_heads : {2, 4, 8})
+    EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kDescending, grouped, chain_heads),
+              schedule::kChainClaimInterleave) << chain_heads;
 }
 
 TEST(ScheduleResolve, MasksAndAuto) {

@@ -187,7 +187,7 @@ TEST(ScheduleGroupWalk, ClaimsCoverEveryChainHeadOnce) {
     for (int chain_heads : divisors(6)) {
       for (ScheduleKind kind : kAllKinds) {
         const ScheduleKind resolved = schedule::resolve_schedule(kind, p);
-        const schedule::Schedule s(resolved, schedule::claim_interleave(resolved, p), chain_heads);
+        const schedule::Schedule s(resolved, schedule::claim_interleave(resolved, p, chain_heads), chain_heads);
         std::map<std::tuple<int, int, int>, int> seen;
         for (int k = 0; k < s.total_items(p); ++k) {
           const schedule::WorkItem item = s.work_item(p, k);

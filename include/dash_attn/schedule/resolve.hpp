@@ -113,26 +113,32 @@ DASH_HOST_DEVICE inline bool supports_window(ScheduleKind kind) { return !is_wav
 // schedules take 1: a wave's members must be claimed together.
 inline constexpr int kChainClaimInterleave = 8;
 
-// Descending on causal heads of hdim 64's 128 x 128 tiles takes 32. Its
-// chains all start at the last Q tile and each waits there for the previous
-// chain's ordered dQ add; a causal head's last chains are a few steps long,
-// so with 8 heads dealt consecutive chains of a head start faster than one
-// ordered hand-off (~2-4 us, acquire poll, bulk add, completion, release)
-// and queue behind each other. 32 heads spread them 4x apart. H200, bf16,
-// 16k tokens, 32 heads, 3 rounds (docs/perf_log.md twenty-fifth session):
-// 1k 221 -> 285 TFLOPS, 4k 386 -> 438, 8k 441 -> 481, 16k 459 -> 505 (atomic
-// 283 / 441 / 492 / 490), GQA 64/8 4k 422 -> 448; 16 and 64 heads are
-// slower. Not elsewhere: full masks lose 3-8% (hdim 64 full 8k 478 -> 441),
-// hdim 128 causal is even or loses (GQA 32/8 8k 553 -> 527), fa3 loses at
-// every length (its ranks follow the claim order's stagger). The claim
-// order never changes a rank, so it never changes a result's bits. A causal
-// window (window_left set) takes it too, unmeasured: its band is causal at
-// the diagonal, and a window wider than the sequence must claim as causal.
+// Descending on causal heads of hdim 64's 128 x 128 tiles takes 32 when a
+// chain is one q-head's. Its chains all start at the last Q tile and each
+// waits there for the previous chain's ordered dQ add; a causal head's last
+// chains are a few steps long, so with 8 heads dealt consecutive chains of a
+// head start faster than one ordered hand-off (~2-4 us, acquire poll, bulk
+// add, completion, release) and queue behind each other. 32 heads spread
+// them 4x apart. H200, bf16, 16k tokens, 32 heads, 3 rounds
+// (docs/perf_log.md twenty-fifth session): 1k 221 -> 285 TFLOPS, 4k 386 ->
+// 438, 8k 441 -> 481, 16k 459 -> 505 (atomic 283 / 441 / 492 / 490); 16 and
+// 64 heads are slower. Not elsewhere: full masks lose 3-8% (hdim 64 full 8k
+// 478 -> 441), hdim 128 causal is even or loses (GQA 32/8 8k 553 -> 527), fa3
+// loses at every length (its ranks follow the claim order's stagger), and
+// chains that walk q-heads (chain_heads > 1) keep 8: a walk already spaces a
+// head's chains chain_heads times further apart, and 32 walked heads lost
+// to 8 at every length (H100, GQA 64/8 hdim 64 causal, whole-group walk, 16k
+// tokens, 2 rounds, docs/perf_log.md thirty-fourth session: 1k / 2k / 4k / 8k
+// 1.03 / 1.07 / 1.26 / 1.04 with 8). The claim order never changes a rank,
+// so it never changes a result's bits. A causal window (window_left set)
+// takes it too, unmeasured: its band is causal at the diagonal, and a window
+// wider than the sequence must claim as causal.
 inline constexpr int kCausalWideTileClaimInterleave = 32;
 
-DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved, const TileProblem& p) {
+// `chain_heads`: the q-heads each chain walks (Schedule::chain_heads).
+DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved, const TileProblem& p, int chain_heads) {
   if (is_wave_schedule(resolved)) return 1;
-  if (resolved == ScheduleKind::kDescending && p.causal && is_wide_square_tile(p))
+  if (resolved == ScheduleKind::kDescending && p.causal && is_wide_square_tile(p) && chain_heads == 1)
     return kCausalWideTileClaimInterleave;
   return kChainClaimInterleave;
 }

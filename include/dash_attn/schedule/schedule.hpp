@@ -105,7 +105,7 @@ class Schedule {
   // wave schedules always take 1. `chain_heads` q-heads of a GQA group share
   // each chain (default_chain_heads; 1: a chain per q-head); it must divide
   // the group size of every problem the schedule is asked about.
-  DASH_HOST_DEVICE Schedule(ScheduleKind kind, const TileProblem& p) : Schedule(kind, claim_interleave(kind, p)) {}
+  DASH_HOST_DEVICE Schedule(ScheduleKind kind, const TileProblem& p) : Schedule(kind, claim_interleave(kind, p, 1)) {}
   DASH_HOST_DEVICE Schedule(ScheduleKind kind, int interleaved_heads, int chain_heads = 1)
       : kind_(kind),
         interleaved_heads_(is_wave_schedule(kind) || interleaved_heads < 1 ? 1 : interleaved_heads),
