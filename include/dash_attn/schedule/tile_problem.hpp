@@ -58,8 +58,12 @@ struct TileProblem {
   DASH_HOST_DEVICE int seqlen_k_of(int b) const { return rows_k(b).length; }
 
   // Every head of sequence b has the same geometry.
-  DASH_HOST_DEVICE HeadTiles head_tiles(int b) const {
-    return HeadTiles{seqlen_q_of(b), seqlen_k_of(b), block_m, block_n, causal, window_left, window_right};
+  DASH_HOST_DEVICE HeadTiles head_tiles(int b) const { return tiles_of_lengths(seqlen_q_of(b), seqlen_k_of(b)); }
+  // The geometry of a sequence whose lengths are already known (read once by
+  // head_tiles): the kernel's roles pass lengths along instead of re-reading
+  // the varlen arrays.
+  DASH_HOST_DEVICE HeadTiles tiles_of_lengths(int sequence_q, int sequence_k) const {
+    return HeadTiles{sequence_q, sequence_k, block_m, block_n, causal, window_left, window_right};
   }
 };
 

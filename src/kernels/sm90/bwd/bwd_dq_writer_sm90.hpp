@@ -48,10 +48,9 @@ struct DqWriter {
       cutlass::arch::ClusterBarrier::arrive(&smem.dq_task_empty[own_stage][slot]);
       if (task.done()) break;
       float* tile = params.dq_accum + static_cast<int64_t>(task.tile) * Traits::kDqTileFloats;
-      const int rank =
-          ordered ? params.schedule.rank(Traits::compiled_tiles(params.problem.head_tiles(task.batch)), task.kv,
-                                         task.q_tile)
-                  : schedule::kUnordered;
+      const schedule::HeadTiles tiles = params.problem.tiles_of_lengths(task.seqlen_q, task.seqlen_k);
+      const int rank = ordered ? params.schedule.rank(Traits::compiled_tiles(tiles), task.kv, task.q_tile)
+                               : schedule::kUnordered;
       int* counter = rank != schedule::kUnordered ? params.dq_counters + task.tile : nullptr;
       // Acquire before the tile is ready: the wait for the previous rank then
       // overlaps the MMA warpgroups' work on this tile instead of following it.

@@ -96,7 +96,7 @@ struct BwdProducer {
     ChainWork done{};
     done.kv = -1;
     publish_chain(done);
-    for (int s = 0; s < Traits::kStages; ++s) publish_task(DqTask{-1, 0, 0, 0});
+    for (int s = 0; s < Traits::kStages; ++s) publish_task(DqTask{-1, 0, 0, 0, 0});
   }
 
   __device__ void run_chain(const ChainWork& work) {
@@ -143,7 +143,7 @@ struct BwdProducer {
     Barrier::arrive_and_expect_tx(&smem.dout_full[stage], Traits::kQBytes);
     copy(params.tma_dout.with(smem.dout_full[stage]), tma_g_do(_, q_tile), tma_s_do(_, stage));
     // The dQ writer needs its task only once the loads are on their way.
-    publish_task(DqTask{static_cast<int>(tile), work.batch, work.kv, q_tile});
+    publish_task(DqTask{static_cast<int>(tile), work.kv, q_tile, work.tiles.seqlen_q, work.tiles.seqlen_k});
     if (first_step) load_kv(work);
   }
 

@@ -23,13 +23,17 @@ struct ChainWork {
 
 // One partial dQ tile's add: which Q tile over all (batch, q-head) pairs
 // (the index of its fp32 accumulator tile and of its counter) and the step
-// that made it (sequence, KV tile, Q tile), from which the writer derives the
-// rank the add waits for: the producer has no registers left for the wave
-// schedules' rank arithmetic. tile < 0: no more adds for this stage, the
-// writer stops.
+// that made it (KV tile, Q tile, and its sequence's lengths as the producer's
+// chain holds them), from which the writer derives the rank the add waits
+// for: the producer has no registers left for the wave schedules' rank
+// arithmetic, and with the lengths here a varlen writer reads no cu_seqlens
+// (reading them per task cost two dependent global-load chains, 2.7-3.1x the
+// writer's instructions at equal lengths, ncu, thirtieth session). tile < 0:
+// no more adds for this stage, the writer stops.
 struct DqTask {
   int tile;
-  int batch, kv, q_tile;
+  int kv, q_tile;
+  int seqlen_q, seqlen_k;
 
   __host__ __device__ bool done() const { return tile < 0; }
 };
