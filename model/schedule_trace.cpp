@@ -9,7 +9,7 @@ ScheduleTrace build_trace(const schedule::TileProblem& problem, ScheduleKind req
                           int chain_heads) {
   const ScheduleKind kind = schedule::resolve_schedule(requested, problem);
   const int heads = chain_heads > 0 ? chain_heads : schedule::default_chain_heads(problem);
-  const schedule::Schedule s(kind, head_major ? 1 : schedule::claim_interleave(kind, problem, heads), heads);
+  const schedule::Schedule s = head_major ? schedule::Schedule(kind, 1, heads) : schedule::Schedule(kind, problem, heads);
   ScheduleTrace trace;
   trace.kind = s.kind();
   trace.ordered = s.ordered();

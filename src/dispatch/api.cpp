@@ -65,8 +65,7 @@ void run_backward(const char* function, const BackwardArgs& args, const plan::Ba
                   cudaStream_t stream) {
   sm90::BackwardMainConfig config;
   config.problem = problem;
-  const int chain_heads = host::backward_chain_heads(args.shape, options);
-  config.schedule = schedule::Schedule(kind, schedule::claim_interleave(kind, problem, chain_heads), chain_heads);
+  config.schedule = schedule::Schedule(kind, problem, host::backward_chain_heads(args.shape, options));
   config.softmax_scale = host::resolved_softmax_scale(args.shape, options);
   config.softcap = options.softcap;
   const int capacity = dispatch::backward_main_capacity(dispatch::usable_sm_count(function, options.sm_margin));

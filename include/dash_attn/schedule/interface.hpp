@@ -14,8 +14,7 @@
 // How a kernel uses a schedule (see schedule.hpp for the calls):
 //
 //   ScheduleKind k = resolve_schedule(kind, problem);            // host, once per call
-//   int heads = default_chain_heads(problem);
-//   Schedule s{k, claim_interleave(k, problem, heads), heads};
+//   Schedule s{k, problem, default_chain_heads(problem)};  // the kernel's claim order
 //   total = s.total_items(problem);                    // grid work count
 //   // device, per CTA; the claim counter is zeroed by the preprocess kernel
 //   for (int k = atomicAdd(&claim, 1); k < total; k = atomicAdd(&claim, 1)) {

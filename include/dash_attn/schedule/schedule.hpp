@@ -100,12 +100,14 @@ class ChainCursor {
 class Schedule {
  public:
   // `kind` must be resolved (resolve_schedule) so that host and device agree.
-  // The claim order is the kernel's (claim_interleave) unless a test or the
-  // paper's setting asks for another `interleaved_heads` (see total_items);
-  // wave schedules always take 1. `chain_heads` q-heads of a GQA group share
-  // each chain (default_chain_heads; 1: a chain per q-head); it must divide
-  // the group size of every problem the schedule is asked about.
-  DASH_HOST_DEVICE Schedule(ScheduleKind kind, const TileProblem& p) : Schedule(kind, claim_interleave(kind, p, 1)) {}
+  // The claim order is the kernel's (claim_interleave, which depends on the
+  // walk) unless a test or the paper's setting asks for another
+  // `interleaved_heads` (see total_items); wave schedules always take 1.
+  // `chain_heads` q-heads of a GQA group share each chain
+  // (default_chain_heads; 1: a chain per q-head); it must divide the group
+  // size of every problem the schedule is asked about.
+  DASH_HOST_DEVICE Schedule(ScheduleKind kind, const TileProblem& p, int chain_heads = 1)
+      : Schedule(kind, claim_interleave(kind, p, chain_heads), chain_heads) {}
   DASH_HOST_DEVICE Schedule(ScheduleKind kind, int interleaved_heads, int chain_heads = 1)
       : kind_(kind),
         interleaved_heads_(is_wave_schedule(kind) || interleaved_heads < 1 ? 1 : interleaved_heads),
