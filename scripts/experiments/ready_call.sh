@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The open experiments of this folder (README.md), built here and measured in
 # device calls, so a session whose ignored folders are gone starts from git.
-#   scripts/experiments/ready_call.sh build           (here, ~35 min at -j2: four variants)
-#   scripts/experiments/ready_call.sh device-a OUT    (device, ~8 min; carry .carry/variants/{head,tallpv,rows})
+#   scripts/experiments/ready_call.sh build [NAME ...] (here, ~35 min at -j2 for all four:
+#     head rows tallpv vscan2; head + rows first lets device-a run while the rest build)
+#   scripts/experiments/ready_call.sh device-a OUT    (device, ~6 min; carry .carry/variants/{head,rows})
+#   scripts/experiments/ready_call.sh device-fwd OUT  (device, ~4 min; carry .carry/variants/{head,tallpv})
 #   scripts/experiments/ready_call.sh device-b OUT    (device, ~6 min; carry .carry/variants/{head,vscan2,rows})
 # Tables back here: python3 bench/ab_table.py DIR head tallpv;
 #                   python3 bench/ab_library_table.py DIR head rows (or vscan2).
@@ -14,18 +16,39 @@ plain64_128="Forward:BF16:64:Plain;Forward:BF16:128:Plain;Backward:BF16:64:Plain
 case ${1:-} in
   build)
     set -e
+    shift
     # head: the A side of every A/B, the same kernel rows as the variants.
-    scripts/build_variant.sh head --bench-only --library --kernels "$plain64_128"
-    scripts/build_variant.sh tallpv --library --kernels "Forward:BF16:64:Plain" \
-      scripts/experiments/fwd_tall_softmax_under_pv.patch
-    scripts/build_variant.sh rows --library --kernels "$plain64_128" \
-      scripts/experiments/bwd_chain_rows.patch
-    scripts/build_variant.sh vscan2 --bench-only --library \
-      --kernels "Forward:BF16:128:Plain;Backward:BF16:128:Plain" \
-      scripts/experiments/varlen_scan_window_cache.patch
+    for name in "${@:-head rows tallpv vscan2}"; do
+      for one in $name; do
+        case $one in
+          head) scripts/build_variant.sh head --bench-only --library --kernels "$plain64_128" ;;
+          rows) scripts/build_variant.sh rows --library --kernels "$plain64_128" \
+                  scripts/experiments/bwd_chain_rows.patch ;;
+          tallpv) scripts/build_variant.sh tallpv --library --kernels "Forward:BF16:64:Plain" \
+                    scripts/experiments/fwd_tall_softmax_under_pv.patch ;;
+          vscan2) scripts/build_variant.sh vscan2 --bench-only --library \
+                    --kernels "Forward:BF16:128:Plain;Backward:BF16:128:Plain" \
+                    scripts/experiments/varlen_scan_window_cache.patch ;;
+          *) echo "ready_call.sh build: no variant '$one'" >&2; exit 2 ;;
+        esac
+      done
+    done
     du -sh $v/* ;;
   device-a)
     out=${2:?usage: ready_call.sh device-a OUT}
+    mkdir -p "$out/logs"
+    # rows: the backward and varlen suites, then issue 17's backward rows
+    # (the closest bar, first).
+    timeout --kill-after=10 300 $v/rows/dash_gpu_tests --gtest_filter='*Backward*:*Varlen*' \
+      > "$out/logs/rows_tests.log" 2>&1
+    echo "rows tests: exit $? ($(tail -n 3 "$out/logs/rows_tests.log" | tr '\n' ' '))"
+    DASH_AB_LIMIT=150 scripts/ab_library.sh "$out/rows" 2 varlen_vs_fixed \
+      "--passes bwd --hdims 64,128 --seqlens 512,2048 --reps 20" \
+      head=$v/head/libdash_attn_capi.so rows=$v/rows/libdash_attn_capi.so
+    tar czf "$out/rows_ab.tgz" -C "$out/rows" ab && rm -rf "$out/rows"
+    tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs" ;;
+  device-fwd)
+    out=${2:?usage: ready_call.sh device-fwd OUT}
     mkdir -p "$out/logs"
     # tallpv: the forward suites (the varlen packing test checks that the two
     # hdim 64 tiles still give a row the same bits), then the hdim 64 forward A/B.
@@ -34,13 +57,6 @@ case ${1:-} in
     echo "tallpv tests: exit $? ($(tail -n 3 "$out/logs/tallpv_tests.log" | tr '\n' ' '))"
     DASH_AB_PASSES=fwd scripts/ab_backward.sh "$out/tallpv" "--hdims 64 --masks full,causal" \
       head=$v/head/dash-bench tallpv=$v/tallpv/dash-bench
-    # rows: the backward and varlen suites, then issue 17's backward rows.
-    timeout --kill-after=10 300 $v/rows/dash_gpu_tests --gtest_filter='*Backward*:*Varlen*' \
-      > "$out/logs/rows_tests.log" 2>&1
-    echo "rows tests: exit $? ($(tail -n 3 "$out/logs/rows_tests.log" | tr '\n' ' '))"
-    scripts/ab_library.sh "$out/rows" 2 varlen_vs_fixed "--passes bwd --hdims 64,128 --seqlens 512,2048 --reps 20" \
-      head=$v/head/libdash_attn_capi.so rows=$v/rows/libdash_attn_capi.so
-    tar czf "$out/rows_ab.tgz" -C "$out/rows" ab && rm -rf "$out/rows"
     tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs" ;;
   device-b)
     out=${2:?usage: ready_call.sh device-b OUT}
@@ -67,5 +83,5 @@ case ${1:-} in
       done
     done
     tar czf "$out/ncu.tgz" -C "$out" ncu && rm -rf "$out/ncu" ;;
-  *) echo "usage: ready_call.sh build | device-a OUT | device-b OUT" >&2; exit 2 ;;
+  *) echo "usage: ready_call.sh build | device-a OUT | device-fwd OUT | device-b OUT" >&2; exit 2 ;;
 esac
