@@ -13,6 +13,12 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
 v=.carry/variants
 plain64_128="Forward:BF16:64:Plain;Forward:BF16:128:Plain;Backward:BF16:64:Plain;Backward:BF16:128:Plain"
+# A variant's GPU tests under a watchdog: the log as OUT/NAME_tests.log, its tail here.
+variant_tests() {  # OUT NAME FILTER SECONDS
+  mkdir -p "$1"
+  timeout --kill-after=10 "$4" "$v/$2/dash_gpu_tests" --gtest_filter="$3" > "$1/$2_tests.log" 2>&1
+  echo "$2 tests: exit $? ($(tail -n 3 "$1/$2_tests.log" | tr '\n' ' '))"
+}
 case ${1:-} in
   build)
     set -e
@@ -36,28 +42,20 @@ case ${1:-} in
     du -sh $v/* ;;
   device-a)
     out=${2:?usage: ready_call.sh device-a OUT}
-    mkdir -p "$out/logs"
     # rows: the backward and varlen suites, then issue 17's backward rows
     # (the closest bar, first).
-    timeout --kill-after=10 300 $v/rows/dash_gpu_tests --gtest_filter='*Backward*:*Varlen*' \
-      > "$out/logs/rows_tests.log" 2>&1
-    echo "rows tests: exit $? ($(tail -n 3 "$out/logs/rows_tests.log" | tr '\n' ' '))"
+    variant_tests "$out" rows '*Backward*:*Varlen*' 300
     DASH_AB_LIMIT=150 scripts/ab_library.sh "$out/rows" 2 varlen_vs_fixed \
       "--passes bwd --hdims 64,128 --seqlens 512,2048 --reps 20" \
       head=$v/head/libdash_attn_capi.so rows=$v/rows/libdash_attn_capi.so
-    tar czf "$out/rows_ab.tgz" -C "$out/rows" ab && rm -rf "$out/rows"
-    tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs" ;;
+    tar czf "$out/rows_ab.tgz" -C "$out/rows" ab && rm -rf "$out/rows" ;;
   device-fwd)
     out=${2:?usage: ready_call.sh device-fwd OUT}
-    mkdir -p "$out/logs"
     # tallpv: the forward suites (the varlen packing test checks that the two
     # hdim 64 tiles still give a row the same bits), then the hdim 64 forward A/B.
-    timeout --kill-after=10 240 $v/tallpv/dash_gpu_tests --gtest_filter='*Forward*:*Varlen*' \
-      > "$out/logs/tallpv_tests.log" 2>&1
-    echo "tallpv tests: exit $? ($(tail -n 3 "$out/logs/tallpv_tests.log" | tr '\n' ' '))"
+    variant_tests "$out" tallpv '*Forward*:*Varlen*' 240
     DASH_AB_PASSES=fwd scripts/ab_backward.sh "$out/tallpv" "--hdims 64 --masks full,causal" \
-      head=$v/head/dash-bench tallpv=$v/tallpv/dash-bench
-    tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs" ;;
+      head=$v/head/dash-bench tallpv=$v/tallpv/dash-bench ;;
   device-b)
     out=${2:?usage: ready_call.sh device-b OUT}
     # vscan2: issue 17's rows at hdim 128, both passes, the ragged 8k row included.
