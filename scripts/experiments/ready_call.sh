@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The open experiments of this folder (README.md), built here and measured in
 # device calls, so a session whose ignored folders are gone starts from git.
-#   scripts/experiments/ready_call.sh build [NAME ...] (here, ~35 min at -j2 for all four:
+#   scripts/experiments/ready_call.sh build [NAME ...] (here, ~22 min at -j2 for all four:
 #     head rows tallpv vscan2; head + rows first lets device-a run while the rest build)
 #   scripts/experiments/ready_call.sh device-a OUT    (device, ~6 min; carry .carry/variants/{head,rows})
 #   scripts/experiments/ready_call.sh device-fwd OUT  (device, ~4 min; carry .carry/variants/{head,tallpv})
