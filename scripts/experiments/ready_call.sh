@@ -24,20 +24,19 @@ case ${1:-} in
     set -e
     shift
     # head: the A side of every A/B, the same kernel rows as the variants.
-    for name in "${@:-head rows tallpv vscan2}"; do
-      for one in $name; do
-        case $one in
-          head) scripts/build_variant.sh head --bench-only --library --kernels "$plain64_128" ;;
-          rows) scripts/build_variant.sh rows --library --kernels "$plain64_128" \
-                  scripts/experiments/bwd_chain_rows.patch ;;
-          tallpv) scripts/build_variant.sh tallpv --library --kernels "Forward:BF16:64:Plain" \
-                    scripts/experiments/fwd_tall_softmax_under_pv.patch ;;
-          vscan2) scripts/build_variant.sh vscan2 --bench-only --library \
-                    --kernels "Forward:BF16:128:Plain;Backward:BF16:128:Plain" \
-                    scripts/experiments/varlen_scan_window_cache.patch ;;
-          *) echo "ready_call.sh build: no variant '$one'" >&2; exit 2 ;;
-        esac
-      done
+    [ $# -gt 0 ] || set -- head rows tallpv vscan2
+    for name in "$@"; do
+      case $name in
+        head) scripts/build_variant.sh head --bench-only --library --kernels "$plain64_128" ;;
+        rows) scripts/build_variant.sh rows --library --kernels "$plain64_128" \
+                scripts/experiments/bwd_chain_rows.patch ;;
+        tallpv) scripts/build_variant.sh tallpv --library --kernels "Forward:BF16:64:Plain" \
+                  scripts/experiments/fwd_tall_softmax_under_pv.patch ;;
+        vscan2) scripts/build_variant.sh vscan2 --bench-only --library \
+                  --kernels "Forward:BF16:128:Plain;Backward:BF16:128:Plain" \
+                  scripts/experiments/varlen_scan_window_cache.patch ;;
+        *) echo "ready_call.sh build: no variant '$name'" >&2; exit 2 ;;
+      esac
     done
     du -sh $v/* ;;
   device-a)
