@@ -6,10 +6,12 @@
 # (include/dash_attn/kernel_table.hpp, -DDASH_KERNELS), so a one-kernel
 # variant compiles in minutes. Commits before the kernel table build every row.
 #   scripts/build_variant.sh NAME [--rev REV] [--dest DIR] [--bench-only]
-#                            [--kernels "Backward:BF16:128;..."] [--library] [PATCH ...]
+#                            [--kernels "Backward:BF16:128;..."] [--library] [--packed] [PATCH ...]
 # (--bench-only: no dash_gpu_tests, ~5 MB less to carry; the device call's
 # carry is limited to 64 MiB. --library: also libdash_attn_capi.so, for the
-# Python benchmarks through DASH_ATTN_LIBRARY.)
+# Python benchmarks through DASH_ATTN_LIBRARY. --packed: tests, bench and
+# library in scripts/gpu_run.sh's layout, xz-compressed by
+# scripts/pack_for_device.sh: a build of every row, ~70 MB, carries as ~5 MB.)
 #   e.g. scripts/build_variant.sh base --rev 385d331 --bench-only
 #        scripts/build_variant.sh h128 --kernels "Backward:BF16:128" my_change.patch
 set -euo pipefail
@@ -21,6 +23,7 @@ rev=HEAD
 dest=.carry/variants
 targets="dash-bench dash_gpu_tests"
 kernels=""
+packed=0
 while [ $# -gt 0 ]; do
   case $1 in
     --rev) rev=$2; shift 2 ;;
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
     --bench-only) targets=dash-bench; shift ;;
     --kernels) kernels=$2; shift 2 ;;
     --library) targets="$targets dash_attn_capi"; shift ;;
+    --packed) packed=1; targets="dash-bench dash_gpu_tests dash_attn_capi"; shift ;;
     *) break ;;
   esac
 done
@@ -48,6 +52,12 @@ cmake -S "$work/tree" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DDASH_ENABLE_
 cmake --build "$work/build" -j "${DASH_JOBS:-2}" --target $targets
 
 case $dest in /*) out=$dest/$name ;; *) out=$here/$dest/$name ;; esac
+if [ "$packed" = 1 ]; then
+  # pack_for_device.sh lists its DEST in .git/info/exclude: give it the relative one.
+  DASH_PACK_XZ=1 scripts/pack_for_device.sh "$work/build" "${out#"$here"/}"
+  echo "build_variant.sh: $rev${*:+ + $*}${kernels:+ (kernels $kernels)} -> $out/binaries.tar.xz"
+  exit 0
+fi
 mkdir -p "$out"
 for target in $targets; do
   case $target in

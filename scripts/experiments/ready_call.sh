@@ -3,13 +3,13 @@
 # device calls, so a session whose ignored folders are gone starts from git.
 #   scripts/experiments/ready_call.sh build [land] [claim2]  (here, -j2: land ~25 min, claim2 ~12 min)
 #     land:   HEAD + the scan cache + the flag in the order kernel, every kernel
-#             row, packed (xz) into .carry/land: the candidate to land
+#             row, packed (xz) into .carry/variants/land: the candidate to land
 #     claim2: land's patches + the claim during the chain, bf16 hdim 64 / 128
 #             Plain, into .carry/variants/claim2
-#   scripts/experiments/ready_call.sh device-land OUT   (device, ~8 min; carry .carry/land)
+#   scripts/experiments/ready_call.sh device-land OUT   (device, ~8 min; carry .carry/variants/land)
 #     the whole GPU suite and the Python suite on land
-#   scripts/experiments/ready_call.sh device-claim OUT  (device, ~2 min; carry .carry/land,
-#     .carry/variants/claim2): claim2's suites, then issue 17's backward rows against land
+#   scripts/experiments/ready_call.sh device-claim OUT  (device, ~2 min; carry
+#     .carry/variants/{land,claim2}): claim2's suites, then issue 17's backward rows against land
 # Table back here: tar xzf OUT/claim_ab.tgz; python3 bench/ab_library_table.py ab land claim2.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,8 +17,9 @@ cd "$here"
 x=scripts/experiments
 land_patches=("$x/varlen_scan_window_cache.patch" "$x/bwd_unordered_flag_in_order_kernel.patch")
 plain64_128="Forward:BF16:64:Plain;Forward:BF16:128:Plain;Backward:BF16:64:Plain;Backward:BF16:128:Plain"
-land_library=.carry/land/src/libdash_attn_capi.so
-unpack_land() { [ -f "$land_library" ] || tar -C .carry/land -xJf .carry/land/binaries.tar.xz; }
+land=.carry/variants/land
+land_library=$land/src/libdash_attn_capi.so
+unpack_land() { [ -f "$land_library" ] || tar -C $land -xJf $land/binaries.tar.xz; }
 case ${1:-} in
   build)
     set -e
@@ -26,15 +27,7 @@ case ${1:-} in
     [ $# -gt 0 ] || set -- land claim2
     for name in "$@"; do
       case $name in
-        land)
-          work=$(mktemp -d)
-          git worktree add --detach "$work/tree" HEAD >/dev/null
-          git -C "$work/tree" apply "${land_patches[@]/#/$here/}"
-          ln -s "$here/.deps" "$work/tree/.deps"
-          DASH_BUILD_DIR="$work/build" DASH_TARGETS="dash_gpu_tests dash-bench dash_attn_capi" "$work/tree/scripts/build.sh"
-          DASH_PACK_XZ=1 scripts/pack_for_device.sh "$work/build" .carry/land
-          git worktree remove --force "$work/tree"
-          rm -rf "$work" ;;
+        land) scripts/build_variant.sh land --packed "${land_patches[@]}" ;;
         claim2) scripts/build_variant.sh claim2 --library --kernels "$plain64_128" \
                   "${land_patches[@]}" "$x/varlen_claim_during_chain.patch" ;;
         *) echo "ready_call.sh build: no variant '$name'" >&2; exit 2 ;;
@@ -43,7 +36,7 @@ case ${1:-} in
   device-land)
     out=${2:?usage: ready_call.sh device-land OUT}
     DASH_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo HEAD)+land" DASH_STEPS="tests python" \
-      DASH_TEST_LIMIT=400 DASH_PYTHON_LIMIT=150 scripts/gpu_run.sh "$out/land" .carry/land ;;
+      DASH_TEST_LIMIT=400 DASH_PYTHON_LIMIT=150 scripts/gpu_run.sh "$out/land" $land ;;
   device-claim)
     out=${2:?usage: ready_call.sh device-claim OUT}
     mkdir -p "$out"
