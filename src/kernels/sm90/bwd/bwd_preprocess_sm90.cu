@@ -164,8 +164,11 @@ __global__ void __launch_bounds__(kThreads) bwd_preprocess_kernel(PreprocessPara
 constexpr int kMaxSortedSequences = 4096;  // 32 KB of keys
 
 __global__ void __launch_bounds__(kThreads) varlen_sequence_order_kernel(schedule::TileProblem problem,
-                                                                         int32_t* slice) {
+                                                                         int32_t* slice, int32_t* unordered) {
   const int s = blockIdx.x * kThreads + threadIdx.x;
+  // The preprocess (next on the stream) sets the flag; clearing it here saves
+  // a memset node (~1 us of a 32 x 512 hdim 64 backward's ~0.4 ms).
+  if (s == 0) *unordered = 0;
   const auto [order, run_first, run_length] = plan::sequence_order_arrays(slice, problem.batch);
   if (problem.batch > kMaxSortedSequences) {
     if (s < problem.batch) {
@@ -242,10 +245,10 @@ void launch_backward_preprocess(const BackwardArgs& a, const plan::BackwardWorks
   p.head_dim = static_cast<int>(a.shape.head_dim);
   p.block_m = w.tile.block_m;
   p.lse_divisor = bwd::lse_divisor(p.head_dim, softmax_scale, softcap);
-  if (p.unordered != nullptr) DASH_CUDA_CHECK(cudaMemsetAsync(p.unordered, 0, sizeof(int32_t), stream));
+  // Varlen only: the workspace has both slices or neither.
   if (auto* sequence_order = w.sequence_order.in<int32_t>(a.workspace)) {
     const auto blocks = static_cast<unsigned>((a.shape.batch + kThreads - 1) / kThreads);
-    varlen_sequence_order_kernel<<<blocks, kThreads, 0, stream>>>(problem, sequence_order);
+    varlen_sequence_order_kernel<<<blocks, kThreads, 0, stream>>>(problem, sequence_order, p.unordered);
     DASH_CUDA_CHECK(cudaGetLastError());
   }
   // Sequences go in grid.z (limit 65535); larger batches are split into launches.

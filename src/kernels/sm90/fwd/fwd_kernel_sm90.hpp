@@ -242,7 +242,7 @@ class FwdKernelSm90 {
       work = find_varlen_tile(plan, kTile, cursor, index);
       if (lane0) {
         if (params.tile_counter != nullptr && plan.done(work) &&
-            Tiles::is_last_claim(claim, cursor.first, plan.grid))
+            Tiles::is_last_claim(claim, cursor.window_first, plan.grid))
           atomicExch(params.tile_counter, 0);
         hand_off(smem, empty_phase, work);
       }
@@ -251,7 +251,7 @@ class FwdKernelSm90 {
     // A CTA without a first tile still makes its one empty-handed claim.
     if (index == plan.first_tile(blockIdx.x) && lane0 && params.tile_counter != nullptr) {
       const int claim = atomicAdd(params.tile_counter, 1);
-      if (Tiles::is_last_claim(claim, cursor.first, plan.grid)) atomicExch(params.tile_counter, 0);
+      if (Tiles::is_last_claim(claim, cursor.window_first, plan.grid)) atomicExch(params.tile_counter, 0);
     }
   }
 };
