@@ -56,25 +56,33 @@ struct BwdProducer {
   // the claims of a run of equal-length sequences are the run's items in
   // Schedule's order (work_item_of_run: heads dealt across the run). Only
   // atomic, fa3 and descending run varlen: the claims run ahead.
+  // A claim inside the run of the previous claim decodes its item from the
+  // run's bounds and lengths, kept in every lane: no scan and none of the
+  // scan's dependent loads (the order, the run, the lengths), which sat
+  // between a chain's last step and the next chain's K/V (ncu, 32 x 512 GQA
+  // 32/8 hdim 64: the MMA warpgroups' K/V waits retried 6x as often as at
+  // equal lengths). An equal-length batch is one run.
   __device__ void run_varlen() {
     const schedule::TileProblem& p = params.problem;
     const int lane = static_cast<int>(threadIdx.x % 32);
     const int* order = params.sequence_order.order;
     SequenceCursor cursor;
+    ClaimRun run;
     for (;;) {
       int index = 0;
       if (lane == 0) index = atomicAdd(params.work_counter, 1);
       index = __shfl_sync(0xffffffffu, index, 0);
-      const SequenceIndex at = find_sequence(
-          p.batch, [&](int position) { return params.schedule.items_of_sequence(p, order[position]); }, cursor, index);
-      if (at.sequence >= p.batch) break;
+      if (index < run.begin || index >= run.end) {  // the same in every lane
+        const SequenceIndex at = find_sequence(
+            p.batch, [&](int position) { return params.schedule.items_of_sequence(p, order[position]); }, cursor,
+            index);
+        if (at.sequence >= p.batch) break;
+        run = claim_run(at, index);
+      }
       if (lane == 0) {
-        const int first = params.sequence_order.run_first[at.sequence];
-        const int sequence = order[at.sequence];
-        const int in_run = (at.sequence - first) * params.schedule.items_of_sequence(p, sequence) + at.local;
-        schedule::WorkItem item = params.schedule.work_item_of_run(p, p.head_tiles(sequence),
-                                                                  params.sequence_order.run_length[at.sequence], in_run);
-        item.batch = order[first + item.batch];
+        schedule::WorkItem item = params.schedule.work_item_of_run(
+            p, p.tiles_of_lengths(run.seqlen_q, run.seqlen_k), run.length, index - run.begin);
+        item.batch = order[run.first_position + item.batch];
         run_item(item);
       }
       __syncwarp();
@@ -84,6 +92,30 @@ struct BwdProducer {
   }
 
  private:
+  // A run of equal-length sequences in claim order: its claim indices
+  // [begin, end), its first position in the order, its sequences' count and lengths.
+  struct ClaimRun {
+    int begin = 0, end = 0;
+    int first_position = 0, length = 0;
+    int seqlen_q = 0, seqlen_k = 0;
+  };
+
+  // The run holding claim `index`, found by the scan at `at` (every lane loads the same).
+  __device__ ClaimRun claim_run(const SequenceIndex& at, int index) const {
+    const schedule::TileProblem& p = params.problem;
+    ClaimRun run;
+    run.first_position = params.sequence_order.run_first[at.sequence];
+    run.length = params.sequence_order.run_length[at.sequence];
+    const int sequence = params.sequence_order.order[at.sequence];
+    run.seqlen_q = p.seqlen_q_of(sequence);
+    run.seqlen_k = p.seqlen_k_of(sequence);
+    const int items = params.schedule.chain_spans(p) *
+                      params.schedule.items_per_head(p.tiles_of_lengths(run.seqlen_q, run.seqlen_k));
+    run.begin = index - ((at.sequence - run.first_position) * items + at.local);
+    run.end = run.begin + run.length * items;
+    return run;
+  }
+
   __device__ void run_item(const schedule::WorkItem& item) {
     // Constant indices into item.kv keep the item in registers.
     run_chain(ChainWork{item.batch, item.head_q, item.head_kv, item.kv[0], item.tiles});
