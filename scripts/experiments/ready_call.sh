@@ -36,7 +36,7 @@ case ${1:-} in
       python3 -m pytest -q -rs tests/python -k varlen > "$out/varlen/python_tests.log" 2>&1
     echo "varlen Python tests: exit $?"
     tail -n 2 "$out/varlen/python_tests.log"
-    DASH_AB_LIMIT=120 scripts/ab_library.sh "$out/varlen" 2 varlen_vs_fixed "--reps 20 --commit $commit" head=$library
+    DASH_AB_LIMIT=170 scripts/ab_library.sh "$out/varlen" 2 varlen_vs_fixed "--reps 20 --commit $commit" head=$library
     for round in 1 2; do echo "round $round"; grep 'varlen/fixed' "$out/varlen/ab/varlen_vs_fixed_head.$round.log" | sed -E 's/ +/ /g; s/seqlen //; s/ TFLOPS//'; done
     tar czf "$out/varlen.tgz" -C "$out/varlen" . && rm -rf "$out/varlen" ;;
   *) echo "usage: ready_call.sh build | suite OUT | varlen OUT" >&2; exit 2 ;;
