@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
 head=.carry/variants/head
 unpack_head() { [ -f $head/src/libdash_attn_capi.so ] || tar -C $head -xJf $head/binaries.tar.xz; }
-commit="$(git rev-parse --short HEAD 2>/dev/null || echo HEAD)"
+commit=${DASH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  # the device has no .git: pass DASH_COMMIT
 case ${1:-} in
   build) scripts/build_variant.sh head --packed ;;
   suite)
