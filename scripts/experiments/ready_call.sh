@@ -24,20 +24,29 @@ case ${1:-} in
     echo "suite: exit $?"
     grep -h -E '^\[  (PASSED|FAILED) |^!!|passed|failed' "$out/suite.txt" | head -40
     tar czf "$out/suite.tgz" -C "$out" suite && rm -rf "$out/suite" ;;
-  varlen)
+  varlen)  # DASH_VARLEN_STEPS picks from "tests python table" (default all three)
     out=${2:?usage: ready_call.sh varlen OUT}
+    steps=" ${DASH_VARLEN_STEPS:-tests python table} "
     mkdir -p "$out/varlen"
     unpack_head
-    timeout --kill-after=10 200 $head/tests/dash_gpu_tests --gtest_filter='*Varlen*' > "$out/varlen/gpu_tests.log" 2>&1
-    echo "varlen GPU tests: exit $?"
-    grep -E '^\[  (PASSED|FAILED) ' "$out/varlen/gpu_tests.log"
     library=$PWD/$head/src/libdash_attn_capi.so
-    DASH_ATTN_LIBRARY=$library PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" timeout --kill-after=10 120 \
-      python3 -m pytest -q -rs tests/python -k varlen > "$out/varlen/python_tests.log" 2>&1
-    echo "varlen Python tests: exit $?"
-    tail -n 2 "$out/varlen/python_tests.log"
-    DASH_AB_LIMIT=170 scripts/ab_library.sh "$out/varlen" 2 varlen_vs_fixed "--reps 20 --commit $commit" head=$library
-    for round in 1 2; do echo "round $round"; grep 'varlen/fixed' "$out/varlen/ab/varlen_vs_fixed_head.$round.log" | sed -E 's/ +/ /g; s/seqlen //; s/ TFLOPS//'; done
+    if [[ $steps == *" tests "* ]]; then
+      timeout --kill-after=10 200 $head/tests/dash_gpu_tests --gtest_filter='*Varlen*' > "$out/varlen/gpu_tests.log" 2>&1
+      echo "varlen GPU tests: exit $?"
+      grep -E '^\[  (PASSED|FAILED) ' "$out/varlen/gpu_tests.log"
+    fi
+    if [[ $steps == *" python "* ]]; then
+      DASH_ATTN_LIBRARY=$library PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" timeout --kill-after=10 120 \
+        python3 -m pytest -q -rs tests/python -k varlen > "$out/varlen/python_tests.log" 2>&1
+      echo "varlen Python tests: exit $?"
+      tail -n 2 "$out/varlen/python_tests.log"
+    fi
+    if [[ $steps == *" table "* ]]; then
+      for round in $(seq 1 "${DASH_VARLEN_ROUNDS:-2}"); do  # each round's table on stdout as it ends
+        DASH_AB_LIMIT=170 scripts/ab_library.sh "$out/varlen/r$round" 1 varlen_vs_fixed "--reps 20 --commit $commit" head=$library
+        grep 'varlen/fixed' "$out/varlen/r$round/ab/varlen_vs_fixed_head.1.log" | sed -E 's/ +/ /g; s/seqlen //; s/ TFLOPS//'
+      done
+    fi
     tar czf "$out/varlen.tgz" -C "$out/varlen" . && rm -rf "$out/varlen" ;;
   *) echo "usage: ready_call.sh build | suite OUT | varlen OUT" >&2; exit 2 ;;
 esac
