@@ -9,6 +9,12 @@
 #   scripts/experiments/ready_call.sh varlen OUT    (device, ~400 s; carry .carry/variants/head)
 #     head's varlen GPU and Python tests, then issue 17's equal-length table
 #     (bench/varlen_vs_fixed.py, every row, 2 rounds; the tables on stdout)
+#   scripts/experiments/ready_call.sh build-il256   (here, ~12 min): HEAD +
+#     bwd_claim_interleave_env.patch, bf16 hdim 256, dash-bench only, into .carry/variants/il256
+#   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~150 s; carry .carry/variants/head
+#     and .carry/variants/il256): why the hdim 256 GQA 32/8 det. backward falls with length
+#     (docs/perf_log.md, thirty-ninth session): schedules and q-heads per chain on head,
+#     then the claim interleave 1 / 2 / 4 against head's 8
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
@@ -17,6 +23,29 @@ unpack_head() { [ -f $head/src/libdash_attn_capi.so ] || tar -C $head -xJf $head
 commit=${DASH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  # the device has no .git: pass DASH_COMMIT
 case ${1:-} in
   build) scripts/build_variant.sh head --packed ;;
+  build-il256) scripts/build_variant.sh il256 --bench-only --kernels "Forward:BF16:256;Backward:BF16:256" \
+                 scripts/experiments/bwd_claim_interleave_env.patch ;;
+  hdim256)
+    out=${2:?usage: ready_call.sh hdim256 OUT}
+    mkdir -p "$out/hdim256"
+    unpack_head
+    shapes=(--shape 8,2048,2048,32,8,256 --shape 2,8192,8192,32,8,256 --shape 4,4096,4096,8,8,256)
+    bench() {  # bench NAME BINARY [ARGS...]: one dash-bench run, its rows on stdout
+      local name=$1 binary=$2
+      shift 2
+      timeout --kill-after=10 150 "$binary" --passes bwd "${shapes[@]}" --reps 10 --determinism-runs 2 \
+        --verify-max-seqlen 0 --settle-ms 200 --commit "$commit" --json "$out/hdim256/$name.json" "$@" \
+        > "$out/hdim256/$name.log" 2>&1
+      echo "$name: exit $?"
+      grep -E ' bwd ' "$out/hdim256/$name.log" | grep -v repro | sed -E 's/ +/ /g'
+    }
+    bench schedules $head/apps/dash-bench --masks full,causal --schedules atomic,descending,auto
+    bench walk1 $head/apps/dash-bench --masks full --schedules auto --q-heads-per-chain 1
+    for interleave in 1 2 4; do
+      DASH_EXP_INTERLEAVE=$interleave bench interleave$interleave .carry/variants/il256/dash-bench \
+        --masks full --schedules auto
+    done
+    tar czf "$out/hdim256.tgz" -C "$out/hdim256" . && rm -rf "$out/hdim256" ;;
   suite)
     out=${2:?usage: ready_call.sh suite OUT}
     DASH_COMMIT=$commit DASH_STEPS="tests python" DASH_TEST_LIMIT=400 DASH_PYTHON_LIMIT=180 \
@@ -48,5 +77,5 @@ case ${1:-} in
       done
     fi
     tar czf "$out/varlen.tgz" -C "$out/varlen" . && rm -rf "$out/varlen" ;;
-  *) echo "usage: ready_call.sh build | suite OUT | varlen OUT" >&2; exit 2 ;;
+  *) echo "usage: ready_call.sh build | build-il256 | suite OUT | varlen OUT | hdim256 OUT" >&2; exit 2 ;;
 esac
