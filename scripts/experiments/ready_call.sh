@@ -11,10 +11,11 @@
 #     (bench/varlen_vs_fixed.py, every row, 2 rounds; the tables on stdout)
 #   scripts/experiments/ready_call.sh build-il256   (here, ~12 min): HEAD +
 #     bwd_claim_interleave_env.patch, bf16 hdim 256, dash-bench only, into .carry/variants/il256
-#   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~150 s; carry .carry/variants/head
+#   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~250 s; carry .carry/variants/head
 #     and .carry/variants/il256): why the hdim 256 GQA 32/8 det. backward falls with length
 #     (docs/perf_log.md, thirty-ninth session): schedules and q-heads per chain on head,
-#     then the claim interleave 1 / 2 / 4 against head's 8
+#     then the claim interleave 1 / 2 / 4 against head's 8, then ncu's DRAM bytes and
+#     L2 hit rate of the backward (2k, 8k) and of the forward at 8 x 2k, fixed and varlen
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
@@ -33,7 +34,7 @@ case ${1:-} in
     bench() {  # bench NAME BINARY [ARGS...]: one dash-bench run, its rows on stdout
       local name=$1 binary=$2
       shift 2
-      timeout --kill-after=10 150 "$binary" --passes bwd "${shapes[@]}" --reps 10 --determinism-runs 2 \
+      timeout --kill-after=10 70 "$binary" --passes bwd "${shapes[@]}" --reps 10 --determinism-runs 2 \
         --verify-max-seqlen 0 --settle-ms 200 --commit "$commit" --json "$out/hdim256/$name.json" "$@" \
         > "$out/hdim256/$name.log" 2>&1
       echo "$name: exit $?"
@@ -45,6 +46,26 @@ case ${1:-} in
       DASH_EXP_INTERLEAVE=$interleave bench interleave$interleave .carry/variants/il256/dash-bench \
         --masks full --schedules auto
     done
+    # Memory or not: duration, DRAM bytes and L2 hit rate of each kernel of one call
+    # (the backward at 2k / 8k; issue 17's forward row fixed against varlen).
+    metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct
+    profile() {  # profile NAME ARGS...: ncu over one dash_attn call of scripts/ncu_one_call.py
+      local name=$1
+      shift
+      DASH_ATTN_LIBRARY=$PWD/$head/src/libdash_attn_capi.so PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" \
+        timeout --kill-after=10 60 ncu --clock-control none --profile-from-start off --metrics $metrics --csv \
+        python3 scripts/ncu_one_call.py --deterministic --hdim 256 --heads 32 --heads-kv 8 "$@" \
+        > "$out/hdim256/ncu_$name.csv" 2> "$out/hdim256/ncu_$name.err"
+      echo "ncu $name: exit $?"
+      python3 -c 'import csv, sys
+for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
+    n = r["Kernel Name"]
+    print(n.split("<")[0].split("::")[-1][:28], r["Metric Name"], r["Metric Unit"], r["Metric Value"])' "$out/hdim256/ncu_$name.csv"
+    }
+    profile bwd_2k --pass bwd --batch 8 --seqlen 2048
+    profile bwd_8k --pass bwd --batch 2 --seqlen 8192
+    profile fwd_2k_fixed --pass fwd --batch 8 --seqlen 2048
+    profile fwd_2k_varlen --pass fwd --batch 8 --seqlen 2048 --varlen
     tar czf "$out/hdim256.tgz" -C "$out/hdim256" . && rm -rf "$out/hdim256" ;;
   suite)
     out=${2:?usage: ready_call.sh suite OUT}
