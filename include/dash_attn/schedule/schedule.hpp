@@ -181,7 +181,11 @@ class Schedule {
 
   // Items of sequence b (all its chain heads), for a varlen batch.
   DASH_HOST_DEVICE int items_of_sequence(const TileProblem& p, int b) const {
-    return chain_spans(p) * items_per_head(p.head_tiles(b));
+    return items_of_sequence(p, p.head_tiles(b));
+  }
+  // The same for a sequence whose geometry is already read.
+  DASH_HOST_DEVICE int items_of_sequence(const TileProblem& p, const HeadTiles& tiles) const {
+    return chain_spans(p) * items_per_head(tiles);
   }
 
   // Decodes the claim index k in [0, total_items). O(1) for equal lengths,

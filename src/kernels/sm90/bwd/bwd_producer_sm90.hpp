@@ -106,11 +106,10 @@ struct BwdProducer {
     ClaimRun run;
     run.first_position = params.sequence_order.run_first[at.sequence];
     run.length = params.sequence_order.run_length[at.sequence];
-    const int sequence = params.sequence_order.order[at.sequence];
-    run.seqlen_q = p.seqlen_q_of(sequence);
-    run.seqlen_k = p.seqlen_k_of(sequence);
-    const int items = params.schedule.chain_spans(p) *
-                      params.schedule.items_per_head(p.tiles_of_lengths(run.seqlen_q, run.seqlen_k));
+    const schedule::HeadTiles tiles = p.head_tiles(params.sequence_order.order[at.sequence]);
+    run.seqlen_q = tiles.seqlen_q;
+    run.seqlen_k = tiles.seqlen_k;
+    const int items = params.schedule.items_of_sequence(p, tiles);
     run.begin = index - ((at.sequence - run.first_position) * items + at.local);
     run.end = run.begin + run.length * items;
     return run;
