@@ -11,11 +11,12 @@
 #     (bench/varlen_vs_fixed.py, every row, 2 rounds; the tables on stdout)
 #   scripts/experiments/ready_call.sh build-il256   (here, ~12 min): HEAD +
 #     bwd_claim_interleave_env.patch, bf16 hdim 256, dash-bench only, into .carry/variants/il256
-#   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~250 s; carry .carry/variants/head
+#   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~450 s; carry .carry/variants/head
 #     and .carry/variants/il256): why the hdim 256 GQA 32/8 det. backward falls with length
 #     (docs/perf_log.md, thirty-ninth session): schedules and q-heads per chain on head,
 #     then the claim interleave 1 / 2 / 4 against head's 8, then ncu's DRAM bytes and
-#     L2 hit rate of the backward (2k, 8k) and of the forward at 8 x 2k, fixed and varlen
+#     L2 hit rate of the backward (2k, 8k); ncu's whole set and SASS counters of the
+#     forward at 8 x 2k, fixed and varlen (issue 17's last row), and that row in 3 rounds
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
@@ -64,8 +65,30 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
     }
     profile bwd_2k --pass bwd --batch 8 --seqlen 2048
     profile bwd_8k --pass bwd --batch 2 --seqlen 8192
-    profile fwd_2k_fixed --pass fwd --batch 8 --seqlen 2048
-    profile fwd_2k_varlen --pass fwd --batch 8 --seqlen 2048 --varlen
+    # Issue 17's last row (varlen / fixed 0.967-0.970): the whole set and the per-instruction
+    # counters of both forwards, for scripts/ncu_sass_phases.py and the tile transition.
+    profile_full() {  # profile_full NAME ARGS...: ncu --set full over one call, details + SASS CSVs
+      local name=$1
+      shift
+      DASH_ATTN_LIBRARY=$PWD/$head/src/libdash_attn_capi.so PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" \
+        timeout --kill-after=10 90 ncu --clock-control none --profile-from-start off --set full --import-source no \
+        -f -o "$out/hdim256/$name" python3 scripts/ncu_one_call.py --hdim 256 --heads 32 --heads-kv 8 "$@" \
+        > "$out/hdim256/ncu_$name.err" 2>&1
+      echo "ncu full $name: exit $?"
+      ncu --import "$out/hdim256/$name.ncu-rep" --page details --csv > "$out/hdim256/ncu_${name}_details.csv"
+      ncu --import "$out/hdim256/$name.ncu-rep" --page source --csv --print-source sass > "$out/hdim256/ncu_${name}_sass.csv"
+      rm -f "$out/hdim256/$name.ncu-rep"
+      grep -E '"(Duration|Elapsed Cycles|Executed Instructions|DRAM Throughput|L2 Hit Rate)"' \
+        "$out/hdim256/ncu_${name}_details.csv" | grep fwd_kernel | awk -F'","' '{print $(NF-2), $(NF-1), $NF}'
+    }
+    profile_full fwd_2k_fixed --pass fwd --batch 8 --seqlen 2048
+    profile_full fwd_2k_varlen --pass fwd --batch 8 --seqlen 2048 --varlen
+    # The row itself again, three rounds (forward only, hdim 256; ~30 s a round).
+    for round in 1 2 3; do
+      DASH_ATTN_LIBRARY=$PWD/$head/src/libdash_attn_capi.so PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" \
+        timeout --kill-after=10 60 python3 bench/varlen_vs_fixed.py --passes fwd --hdims 256 --reps 20 \
+        --commit "$commit" --json "$out/hdim256/varlen_fwd_r$round.json" 2>&1 | grep 'varlen/fixed' | sed -E 's/ +/ /g'
+    done
     tar czf "$out/hdim256.tgz" -C "$out/hdim256" . && rm -rf "$out/hdim256" ;;
   suite)
     out=${2:?usage: ready_call.sh suite OUT}
