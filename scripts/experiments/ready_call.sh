@@ -11,11 +11,12 @@
 #     (bench/varlen_vs_fixed.py, every row, 2 rounds; the tables on stdout)
 #   scripts/experiments/ready_call.sh build-il256   (here, ~12 min): HEAD +
 #     bwd_claim_interleave_env.patch, bf16 hdim 256, dash-bench only, into .carry/variants/il256
-#   scripts/experiments/ready_call.sh build-vseq    (here, ~15 min): HEAD + fwd_varlen_sequence_tiles.patch,
-#     bf16 forward rows, library + tests + bench, into .carry/variants/vseq
-#   scripts/experiments/ready_call.sh fwdseq OUT    (device, ~250 s; carry .carry/variants/head and
-#     .carry/variants/vseq): the variant's varlen forward GPU tests, then issue 17's forward rows
-#     at 2k / 8k (the L2-section decode path), head and vseq alternated, 2 rounds
+#   scripts/experiments/ready_call.sh build-narrow  (here, ~25 min): HEAD + bwd_claim_interleave_narrow_tiles.patch,
+#     every kernel row, packed into .carry/variants/narrow
+#   DASH_VARIANT=narrow scripts/experiments/ready_call.sh suite OUT   (device, ~430 s; carry .carry/variants/narrow)
+#     the whole GPU and Python suites on that build
+#   scripts/experiments/ready_call.sh narrow-ab OUT (device, ~150 s; carry .carry/variants/head and
+#     .carry/variants/narrow): hdim 256 backward rows (MHA, GQA 32/8, GQA 16/8), head and narrow alternated
 #   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~450 s; carry .carry/variants/head
 #     and .carry/variants/il256): why the hdim 256 GQA 32/8 det. backward falls with length
 #     (docs/perf_log.md, thirty-ninth session): schedules and q-heads per chain on head,
@@ -25,15 +26,31 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
-head=.carry/variants/head
+head=.carry/variants/${DASH_VARIANT:-head}  # DASH_VARIANT: another packed build for suite / varlen
 unpack_head() { [ -f $head/src/libdash_attn_capi.so ] || tar -C $head -xJf $head/binaries.tar.xz; }
+unpack() { [ -f .carry/variants/$1/src/libdash_attn_capi.so ] || tar -C .carry/variants/$1 -xJf .carry/variants/$1/binaries.tar.xz; }
 commit=${DASH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  # the device has no .git: pass DASH_COMMIT
 case ${1:-} in
   build) scripts/build_variant.sh head --packed ;;
   build-il256) scripts/build_variant.sh il256 --bench-only --kernels "Forward:BF16:256;Backward:BF16:256" \
                  scripts/experiments/bwd_claim_interleave_env.patch ;;
-  build-vseq) scripts/build_variant.sh vseq --library --kernels "Forward:BF16:64;Forward:BF16:128;Forward:BF16:256" \
-                scripts/experiments/fwd_varlen_sequence_tiles.patch ;;
+  build-narrow) scripts/build_variant.sh narrow --packed scripts/experiments/bwd_claim_interleave_narrow_tiles.patch ;;
+  narrow-ab)  # hdim 256 backward rows, head against the narrow-tile claim interleave, 2 rounds (~150 s)
+    out=${2:?usage: ready_call.sh narrow-ab OUT}
+    mkdir -p "$out/narrow"
+    unpack head
+    unpack narrow
+    for round in 1 2; do
+      for build in head narrow; do
+        timeout --kill-after=10 60 .carry/variants/$build/apps/dash-bench --passes bwd --shape 4,4096,4096,8,8,256 \
+          --shape 8,2048,2048,32,8,256 --shape 2,8192,8192,32,8,256 --shape 4,4096,4096,16,8,256 --masks full,causal \
+          --schedules atomic,auto --reps 10 --determinism-runs 2 --verify-max-seqlen 0 --settle-ms 200 \
+          --commit "$commit" --json "$out/narrow/${build}_r$round.json" > "$out/narrow/${build}_r$round.log" 2>&1
+        echo "$build round $round: exit $?"
+        grep -E ' bwd ' "$out/narrow/${build}_r$round.log" | grep -v repro | sed -E 's/ +/ /g'
+      done
+    done
+    tar czf "$out/narrow.tgz" -C "$out/narrow" . && rm -rf "$out/narrow" ;;
   hdim256)
     out=${2:?usage: ready_call.sh hdim256 OUT}
     mkdir -p "$out/hdim256"
@@ -97,22 +114,6 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
         --commit "$commit" --json "$out/hdim256/varlen_fwd_r$round.json" 2>&1 | grep 'varlen/fixed' | sed -E 's/ +/ /g'
     done
     tar czf "$out/hdim256.tgz" -C "$out/hdim256" . && rm -rf "$out/hdim256" ;;
-  fwdseq)  # the varlen forward's per-sequence decode (fwd_varlen_sequence_tiles.patch) against head
-    out=${2:?usage: ready_call.sh fwdseq OUT}
-    mkdir -p "$out/fwdseq"
-    unpack_head
-    variant=.carry/variants/vseq
-    timeout --kill-after=10 120 $variant/dash_gpu_tests --gtest_filter='*ForwardVarlen*' > "$out/fwdseq/gpu_tests.log" 2>&1
-    echo "vseq varlen forward GPU tests: exit $?"
-    grep -E '^\[  (PASSED|FAILED) ' "$out/fwdseq/gpu_tests.log"
-    DASH_AB_LIMIT=80 scripts/ab_library.sh "$out/fwdseq" 2 varlen_vs_fixed \
-      "--passes fwd --hdims 64,128,256 --seqlens 2048,8192 --reps 20 --commit $commit" \
-      head=$head/src/libdash_attn_capi.so vseq=$variant/libdash_attn_capi.so
-    for log in "$out"/fwdseq/ab/*.log; do
-      echo "$(basename "$log")"
-      grep 'varlen/fixed' "$log" | sed -E 's/ +/ /g; s/seqlen //; s/ TFLOPS//'
-    done
-    tar czf "$out/fwdseq.tgz" -C "$out/fwdseq" . && rm -rf "$out/fwdseq" ;;
   suite)
     out=${2:?usage: ready_call.sh suite OUT}
     DASH_COMMIT=$commit DASH_STEPS="tests python" DASH_TEST_LIMIT=400 DASH_PYTHON_LIMIT=180 \
@@ -144,6 +145,6 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
       done
     fi
     tar czf "$out/varlen.tgz" -C "$out/varlen" . && rm -rf "$out/varlen" ;;
-  *) echo "usage: ready_call.sh build | build-il256 | build-vseq | suite OUT | varlen OUT | hdim256 OUT | fwdseq OUT" >&2
+  *) echo "usage: ready_call.sh build | build-il256 | build-narrow | suite OUT | varlen OUT | hdim256 OUT | narrow-ab OUT" >&2
      exit 2 ;;
 esac
