@@ -27,8 +27,12 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
 head=.carry/variants/${DASH_VARIANT:-head}  # DASH_VARIANT: another packed build for suite / varlen
-unpack_head() { [ -f $head/src/libdash_attn_capi.so ] || tar -C $head -xJf $head/binaries.tar.xz; }
-unpack() { [ -f .carry/variants/$1/src/libdash_attn_capi.so ] || tar -C .carry/variants/$1 -xJf .carry/variants/$1/binaries.tar.xz; }
+# unpack DIR: a packed build's binaries (scripts/pack_for_device.sh), once.
+unpack() { [ -f "$1/src/libdash_attn_capi.so" ] || tar -C "$1" -xJf "$1/binaries.tar.xz"; }
+# with_head_library COMMAND...: COMMAND against head's C ABI library and this checkout's package.
+with_head_library() {
+  DASH_ATTN_LIBRARY=$PWD/$head/src/libdash_attn_capi.so PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" "$@"
+}
 commit=${DASH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  # the device has no .git: pass DASH_COMMIT
 case ${1:-} in
   build) scripts/build_variant.sh head --packed ;;
@@ -38,8 +42,8 @@ case ${1:-} in
   narrow-ab)  # hdim 256 backward rows, head against the narrow-tile claim interleave, 2 rounds (~150 s)
     out=${2:?usage: ready_call.sh narrow-ab OUT}
     mkdir -p "$out/narrow"
-    unpack head
-    unpack narrow
+    unpack .carry/variants/head
+    unpack .carry/variants/narrow
     for round in 1 2; do
       for build in head narrow; do
         timeout --kill-after=10 60 .carry/variants/$build/apps/dash-bench --passes bwd --shape 4,4096,4096,8,8,256 \
@@ -54,7 +58,7 @@ case ${1:-} in
   hdim256)
     out=${2:?usage: ready_call.sh hdim256 OUT}
     mkdir -p "$out/hdim256"
-    unpack_head
+    unpack $head
     shapes=(--shape 8,2048,2048,32,8,256 --shape 2,8192,8192,32,8,256 --shape 4,4096,4096,8,8,256)
     bench() {  # bench NAME BINARY [ARGS...]: one dash-bench run, its rows on stdout
       local name=$1 binary=$2
@@ -77,8 +81,7 @@ case ${1:-} in
     profile() {  # profile NAME ARGS...: ncu over one dash_attn call of scripts/ncu_one_call.py
       local name=$1
       shift
-      DASH_ATTN_LIBRARY=$PWD/$head/src/libdash_attn_capi.so PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" \
-        timeout --kill-after=10 60 ncu --clock-control none --profile-from-start off --metrics $metrics --csv \
+      with_head_library timeout --kill-after=10 60 ncu --clock-control none --profile-from-start off --metrics $metrics --csv \
         python3 scripts/ncu_one_call.py --deterministic --hdim 256 --heads 32 --heads-kv 8 "$@" \
         > "$out/hdim256/ncu_$name.csv" 2> "$out/hdim256/ncu_$name.err"
       echo "ncu $name: exit $?"
@@ -94,8 +97,7 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
     profile_full() {  # profile_full NAME ARGS...: ncu --set full over one call, details + SASS CSVs
       local name=$1
       shift
-      DASH_ATTN_LIBRARY=$PWD/$head/src/libdash_attn_capi.so PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" \
-        timeout --kill-after=10 90 ncu --clock-control none --profile-from-start off --set full --import-source no \
+      with_head_library timeout --kill-after=10 90 ncu --clock-control none --profile-from-start off --set full --import-source no \
         -f -o "$out/hdim256/$name" python3 scripts/ncu_one_call.py --hdim 256 --heads 32 --heads-kv 8 "$@" \
         > "$out/hdim256/ncu_$name.err" 2>&1
       echo "ncu full $name: exit $?"
@@ -109,8 +111,7 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
     profile_full fwd_2k_varlen --pass fwd --batch 8 --seqlen 2048 --varlen
     # The row itself again, three rounds (forward only, hdim 256; ~30 s a round).
     for round in 1 2 3; do
-      DASH_ATTN_LIBRARY=$PWD/$head/src/libdash_attn_capi.so PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" \
-        timeout --kill-after=10 60 python3 bench/varlen_vs_fixed.py --passes fwd --hdims 256 --reps 20 \
+      with_head_library timeout --kill-after=10 60 python3 bench/varlen_vs_fixed.py --passes fwd --hdims 256 --reps 20 \
         --commit "$commit" --json "$out/hdim256/varlen_fwd_r$round.json" 2>&1 | grep 'varlen/fixed' | sed -E 's/ +/ /g'
     done
     tar czf "$out/hdim256.tgz" -C "$out/hdim256" . && rm -rf "$out/hdim256" ;;
@@ -125,22 +126,21 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
     out=${2:?usage: ready_call.sh varlen OUT}
     steps=" ${DASH_VARLEN_STEPS:-tests python table} "
     mkdir -p "$out/varlen"
-    unpack_head
-    library=$PWD/$head/src/libdash_attn_capi.so
+    unpack $head
     if [[ $steps == *" tests "* ]]; then
       timeout --kill-after=10 200 $head/tests/dash_gpu_tests --gtest_filter='*Varlen*' > "$out/varlen/gpu_tests.log" 2>&1
       echo "varlen GPU tests: exit $?"
       grep -E '^\[  (PASSED|FAILED) ' "$out/varlen/gpu_tests.log"
     fi
     if [[ $steps == *" python "* ]]; then
-      DASH_ATTN_LIBRARY=$library PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" timeout --kill-after=10 120 \
+      with_head_library timeout --kill-after=10 120 \
         python3 -m pytest -q -rs tests/python -k varlen > "$out/varlen/python_tests.log" 2>&1
       echo "varlen Python tests: exit $?"
       tail -n 2 "$out/varlen/python_tests.log"
     fi
     if [[ $steps == *" table "* ]]; then
       for round in $(seq 1 "${DASH_VARLEN_ROUNDS:-2}"); do  # each round's table on stdout as it ends
-        DASH_AB_LIMIT=170 scripts/ab_library.sh "$out/varlen/r$round" 1 varlen_vs_fixed "--reps 20 --commit $commit" head=$library
+        DASH_AB_LIMIT=170 scripts/ab_library.sh "$out/varlen/r$round" 1 varlen_vs_fixed "--reps 20 --commit $commit" head=$head/src/libdash_attn_capi.so
         grep 'varlen/fixed' "$out/varlen/r$round/ab/varlen_vs_fixed_head.1.log" | sed -E 's/ +/ /g; s/seqlen //; s/ TFLOPS//'
       done
     fi
