@@ -17,6 +17,8 @@
 #     the whole GPU and Python suites on that build
 #   scripts/experiments/ready_call.sh narrow-ab OUT (device, ~150 s; carry .carry/variants/head and
 #     .carry/variants/narrow): hdim 256 backward rows (MHA, GQA 32/8, GQA 16/8), head and narrow alternated
+#   scripts/experiments/ready_call.sh walk1 OUT     (device, ~110 s; carry .carry/variants/il256):
+#     walked GQA full hdim 256 rows with 1 against 2 interleaved heads (the follow-up of narrow)
 #   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~450 s; carry .carry/variants/head
 #     and .carry/variants/il256): why the hdim 256 GQA 32/8 det. backward falls with length
 #     (docs/perf_log.md, thirty-ninth session): schedules and q-heads per chain on head,
@@ -55,6 +57,21 @@ case ${1:-} in
       done
     done
     tar czf "$out/narrow.tgz" -C "$out/narrow" . && rm -rf "$out/narrow" ;;
+  walk1)  # walked GQA full rows at hdim 256: 1 against 2 interleaved heads (il256's override), 2 rounds (~110 s)
+    out=${2:?usage: ready_call.sh walk1 OUT}
+    mkdir -p "$out/walk1"
+    for round in 1 2; do
+      for interleave in 1 2; do
+        DASH_EXP_INTERLEAVE=$interleave timeout --kill-after=10 60 .carry/variants/il256/dash-bench --passes bwd \
+          --shape 8,2048,2048,32,8,256 --shape 4,4096,4096,32,8,256 --shape 2,8192,8192,32,8,256 \
+          --shape 1,16384,16384,32,8,256 --shape 4,4096,4096,16,8,256 --shape 4,4096,4096,32,1,256 --masks full \
+          --schedules atomic,auto --reps 10 --determinism-runs 2 --verify-max-seqlen 0 --settle-ms 200 \
+          --commit "$commit" --json "$out/walk1/il${interleave}_r$round.json" > "$out/walk1/il${interleave}_r$round.log" 2>&1
+        echo "interleave $interleave round $round: exit $?"
+        grep -E ' bwd ' "$out/walk1/il${interleave}_r$round.log" | grep -v repro | sed -E 's/ +/ /g'
+      done
+    done
+    tar czf "$out/walk1.tgz" -C "$out/walk1" . && rm -rf "$out/walk1" ;;
   hdim256)
     out=${2:?usage: ready_call.sh hdim256 OUT}
     mkdir -p "$out/hdim256"
@@ -145,6 +162,6 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
       done
     fi
     tar czf "$out/varlen.tgz" -C "$out/varlen" . && rm -rf "$out/varlen" ;;
-  *) echo "usage: ready_call.sh build | build-il256 | build-narrow | suite OUT | varlen OUT | hdim256 OUT | narrow-ab OUT" >&2
+  *) echo "usage: ready_call.sh build | build-il256 | build-narrow | suite OUT | varlen OUT | hdim256 OUT | narrow-ab OUT | walk1 OUT" >&2
      exit 2 ;;
 esac
