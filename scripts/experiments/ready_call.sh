@@ -13,7 +13,8 @@
 #     bwd_claim_interleave_env.patch, bf16 hdim 256, dash-bench only, into .carry/variants/il256
 #   scripts/experiments/ready_call.sh build-narrow  (here, ~25 min): HEAD + bwd_claim_interleave_narrow_tiles.patch,
 #     every kernel row, packed into .carry/variants/narrow
-#   DASH_VARIANT=narrow scripts/experiments/ready_call.sh suite OUT   (device, ~430 s; carry .carry/variants/narrow)
+#   DASH_VARIANT=narrow scripts/experiments/ready_call.sh suite OUT   (device, ~430 s; carry .carry/variants/narrow;
+#     DASH_SUITE_STEPS="tests" or "python" runs one of the two)
 #     the whole GPU and Python suites on that build
 #   scripts/experiments/ready_call.sh narrow-ab OUT (device, ~150 s; carry .carry/variants/head and
 #     .carry/variants/narrow): hdim 256 backward rows (MHA, GQA 32/8, GQA 16/8), head and narrow alternated
@@ -134,7 +135,7 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
     tar czf "$out/hdim256.tgz" -C "$out/hdim256" . && rm -rf "$out/hdim256" ;;
   suite)
     out=${2:?usage: ready_call.sh suite OUT}
-    DASH_COMMIT=$commit DASH_STEPS="tests python" DASH_TEST_LIMIT=400 DASH_PYTHON_LIMIT=180 \
+    DASH_COMMIT=$commit DASH_STEPS="${DASH_SUITE_STEPS:-tests python}" DASH_TEST_LIMIT=400 DASH_PYTHON_LIMIT=180 \
       scripts/gpu_run.sh "$out/suite" $head > "$out/suite.txt" 2>&1
     echo "suite: exit $?"
     grep -h -E '^\[  (PASSED|FAILED) |^!!|passed|failed' "$out/suite.txt" | head -40
