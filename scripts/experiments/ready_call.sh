@@ -87,29 +87,32 @@ case ${1:-} in
       echo "$name: exit $?"
       grep -E ' bwd ' "$out/hdim256/$name.log" | grep -v repro | sed -E 's/ +/ /g'
     }
-    bench schedules $head/apps/dash-bench --masks full,causal --schedules atomic,descending,auto
-    bench walk1 $head/apps/dash-bench --masks full --schedules auto --q-heads-per-chain 1
-    for interleave in 1 2 4; do
-      DASH_EXP_INTERLEAVE=$interleave bench interleave$interleave .carry/variants/il256/dash-bench \
-        --masks full --schedules auto
-    done
-    # Memory or not: duration, DRAM bytes and L2 hit rate of each kernel of one call
-    # (the backward at 2k / 8k; issue 17's forward row fixed against varlen).
-    metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct
-    profile() {  # profile NAME ARGS...: ncu over one dash_attn call of scripts/ncu_one_call.py
-      local name=$1
-      shift
-      with_head_library timeout --kill-after=10 60 ncu --clock-control none --profile-from-start off --metrics $metrics --csv \
-        python3 scripts/ncu_one_call.py --deterministic --hdim 256 --heads 32 --heads-kv 8 "$@" \
-        > "$out/hdim256/ncu_$name.csv" 2> "$out/hdim256/ncu_$name.err"
-      echo "ncu $name: exit $?"
-      python3 -c 'import csv, sys
-for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
-    n = r["Kernel Name"]
-    print(n.split("<")[0].split("::")[-1][:28], r["Metric Name"], r["Metric Unit"], r["Metric Value"])' "$out/hdim256/ncu_$name.csv"
-    }
-    profile bwd_2k --pass bwd --batch 8 --seqlen 2048
-    profile bwd_8k --pass bwd --batch 2 --seqlen 8192
+    parts=" ${DASH_HDIM256_PARTS:-bwd fwd} "  # "fwd": issue 17's forward row alone (~200 s)
+    if [[ "$parts" == *" bwd "* ]]; then
+      bench schedules $head/apps/dash-bench --masks full,causal --schedules atomic,descending,auto
+      bench walk1 $head/apps/dash-bench --masks full --schedules auto --q-heads-per-chain 1
+      for interleave in 1 2 4; do
+        DASH_EXP_INTERLEAVE=$interleave bench interleave$interleave .carry/variants/il256/dash-bench \
+          --masks full --schedules auto
+      done
+      # Memory or not: duration, DRAM bytes and L2 hit rate of each kernel of one call
+      # (the backward at 2k / 8k; issue 17's forward row fixed against varlen).
+      metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct
+      profile() {  # profile NAME ARGS...: ncu over one dash_attn call of scripts/ncu_one_call.py
+        local name=$1
+        shift
+        with_head_library timeout --kill-after=10 60 ncu --clock-control none --profile-from-start off --metrics $metrics --csv \
+          python3 scripts/ncu_one_call.py --deterministic --hdim 256 --heads 32 --heads-kv 8 "$@" \
+          > "$out/hdim256/ncu_$name.csv" 2> "$out/hdim256/ncu_$name.err"
+        echo "ncu $name: exit $?"
+        python3 -c 'import csv, sys
+  for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
+      n = r["Kernel Name"]
+      print(n.split("<")[0].split("::")[-1][:28], r["Metric Name"], r["Metric Unit"], r["Metric Value"])' "$out/hdim256/ncu_$name.csv"
+      }
+      profile bwd_2k --pass bwd --batch 8 --seqlen 2048
+      profile bwd_8k --pass bwd --batch 2 --seqlen 8192
+    fi
     # Issue 17's last row (varlen / fixed 0.967-0.970): the whole set and the per-instruction
     # counters of both forwards, for scripts/ncu_sass_phases.py and the tile transition.
     profile_full() {  # profile_full NAME ARGS...: ncu --set full over one call, details + SASS CSVs
@@ -125,13 +128,15 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
       grep -E '"(Duration|Elapsed Cycles|Executed Instructions|DRAM Throughput|L2 Hit Rate)"' \
         "$out/hdim256/ncu_${name}_details.csv" | grep fwd_kernel | awk -F'","' '{print $(NF-2), $(NF-1), $NF}'
     }
-    profile_full fwd_2k_fixed --pass fwd --batch 8 --seqlen 2048
-    profile_full fwd_2k_varlen --pass fwd --batch 8 --seqlen 2048 --varlen
-    # The row itself again, three rounds (forward only, hdim 256; ~30 s a round).
-    for round in 1 2 3; do
-      with_head_library timeout --kill-after=10 60 python3 bench/varlen_vs_fixed.py --passes fwd --hdims 256 --reps 20 \
-        --commit "$commit" --json "$out/hdim256/varlen_fwd_r$round.json" 2>&1 | grep 'varlen/fixed' | sed -E 's/ +/ /g'
-    done
+    if [[ "$parts" == *" fwd "* ]]; then
+      profile_full fwd_2k_fixed --pass fwd --batch 8 --seqlen 2048
+      profile_full fwd_2k_varlen --pass fwd --batch 8 --seqlen 2048 --varlen
+      # The row itself again, three rounds (forward only, hdim 256; ~30 s a round).
+      for round in 1 2 3; do
+        with_head_library timeout --kill-after=10 60 python3 bench/varlen_vs_fixed.py --passes fwd --hdims 256 --reps 20 \
+          --commit "$commit" --json "$out/hdim256/varlen_fwd_r$round.json" 2>&1 | grep 'varlen/fixed' | sed -E 's/ +/ /g'
+      done
+    fi
     tar czf "$out/hdim256.tgz" -C "$out/hdim256" . && rm -rf "$out/hdim256" ;;
   suite)
     out=${2:?usage: ready_call.sh suite OUT}
