@@ -42,14 +42,17 @@ case ${1:-} in
   build-il256) scripts/build_variant.sh il256 --bench-only --kernels "Forward:BF16:256;Backward:BF16:256" \
                  scripts/experiments/bwd_claim_interleave_env.patch ;;
   build-narrow) scripts/build_variant.sh narrow --packed scripts/experiments/bwd_claim_interleave_narrow_tiles.patch ;;
-  narrow-ab)  # hdim 256 backward rows, head against the narrow-tile claim interleave, 2 rounds (~150 s)
+  narrow-ab)  # hdim 256 backward rows, head against the narrow-tile claim interleave, 2 rounds (~70 s a build)
+    # DASH_AB_BUILDS: the variants, packed (apps/dash-bench) or bench builds (dash-bench); default "head narrow"
     out=${2:?usage: ready_call.sh narrow-ab OUT}
     mkdir -p "$out/narrow"
-    unpack .carry/variants/head
-    unpack .carry/variants/narrow
+    builds=${DASH_AB_BUILDS:-head narrow}
+    for build in $builds; do [ -f .carry/variants/$build/binaries.tar.xz ] && unpack .carry/variants/$build; done
     for round in 1 2; do
-      for build in head narrow; do
-        timeout --kill-after=10 60 .carry/variants/$build/apps/dash-bench --passes bwd --shape 4,4096,4096,8,8,256 \
+      for build in $builds; do
+        binary=.carry/variants/$build/apps/dash-bench
+        [ -x "$binary" ] || binary=.carry/variants/$build/dash-bench
+        timeout --kill-after=10 60 $binary --passes bwd --shape 4,4096,4096,8,8,256 \
           --shape 8,2048,2048,32,8,256 --shape 2,8192,8192,32,8,256 --shape 4,4096,4096,16,8,256 --masks full,causal \
           --schedules atomic,auto --reps 10 --determinism-runs 2 --verify-max-seqlen 0 --settle-ms 200 \
           --commit "$commit" --json "$out/narrow/${build}_r$round.json" > "$out/narrow/${build}_r$round.log" 2>&1
