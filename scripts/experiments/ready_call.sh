@@ -20,6 +20,8 @@
 #     .carry/variants/narrow): hdim 256 backward rows (MHA, GQA 32/8, GQA 16/8), head and narrow alternated
 #   scripts/experiments/ready_call.sh walk1 OUT     (device, ~110 s; carry .carry/variants/il256):
 #     walked GQA full hdim 256 rows with 1 against 2 interleaved heads (the follow-up of narrow)
+#   scripts/experiments/ready_call.sh il64 OUT      (device, ~180 s; carry .carry/variants/il64 =
+#     HEAD + bwd_claim_interleave_env.patch, bf16 hdim 64): hdim 64 MHA backward 4k-16k, interleave 1-8
 #   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~450 s; carry .carry/variants/head
 #     and .carry/variants/il256): why the hdim 256 GQA 32/8 det. backward falls with length
 #     (docs/perf_log.md, thirty-ninth session): schedules and q-heads per chain on head,
@@ -76,6 +78,28 @@ case ${1:-} in
       done
     done
     tar czf "$out/walk1.tgz" -C "$out/walk1" . && rm -rf "$out/walk1" ;;
+  il64)  # hdim 64 MHA det. / atomic backward at 4k-16k (issue 16's gap) against the claim interleave
+    # 1 / 2 / 4 / 8 (8 = HEAD) through il64's override, one round, then ncu's DRAM bytes and L2
+    # hit rate at 1 x 16k full with 8 and 2 heads (~180 s; carry .carry/variants/il64)
+    out=${2:?usage: ready_call.sh il64 OUT}
+    mkdir -p "$out/il64"
+    for interleave in 8 2 1 4; do
+      DASH_EXP_INTERLEAVE=$interleave timeout --kill-after=10 60 .carry/variants/il64/dash-bench --passes bwd \
+        --shape 4,4096,4096,32,32,64 --shape 2,8192,8192,32,32,64 --shape 1,16384,16384,32,32,64 --masks full,causal \
+        --schedules atomic,auto --reps 10 --determinism-runs 2 --verify-max-seqlen 0 --settle-ms 200 \
+        --commit "$commit" --json "$out/il64/il$interleave.json" > "$out/il64/il$interleave.log" 2>&1
+      echo "interleave $interleave: exit $?"
+      grep -E ' bwd ' "$out/il64/il$interleave.log" | grep -v repro | sed -E 's/ +/ /g'
+    done
+    for interleave in 8 2; do
+      DASH_EXP_INTERLEAVE=$interleave timeout --kill-after=10 60 ncu --clock-control none -k regex:bwd_main -c 1 \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct --csv \
+        .carry/variants/il64/dash-bench --passes bwd --shape 1,16384,16384,32,32,64 --masks full --schedules auto \
+        --reps 1 --determinism-runs 1 --verify-max-seqlen 0 > "$out/il64/ncu_il$interleave.csv" 2>&1
+      echo "ncu interleave $interleave: exit $?"
+      grep -E 'bwd_main|BwdMain|bwd_kernel' "$out/il64/ncu_il$interleave.csv" | awk -F'","' '{print $(NF-2), $(NF-1), $NF}' | head -8
+    done
+    tar czf "$out/il64.tgz" -C "$out/il64" . && rm -rf "$out/il64" ;;
   hdim256)
     out=${2:?usage: ready_call.sh hdim256 OUT}
     mkdir -p "$out/hdim256"
@@ -171,6 +195,6 @@ case ${1:-} in
       done
     fi
     tar czf "$out/varlen.tgz" -C "$out/varlen" . && rm -rf "$out/varlen" ;;
-  *) echo "usage: ready_call.sh build | build-il256 | build-narrow | suite OUT | varlen OUT | hdim256 OUT | narrow-ab OUT | walk1 OUT" >&2
+  *) echo "usage: ready_call.sh build | build-il256 | build-narrow | suite OUT | varlen OUT | hdim256 OUT | narrow-ab OUT | walk1 OUT | il64 OUT" >&2
      exit 2 ;;
 esac
