@@ -50,7 +50,7 @@ case ${1:-} in
     mkdir -p "$out/narrow"
     builds=${DASH_AB_BUILDS:-head narrow}
     for build in $builds; do [ -f .carry/variants/$build/binaries.tar.xz ] && unpack .carry/variants/$build; done
-    for round in 1 2; do
+    for round in $(seq 1 "${DASH_AB_ROUNDS:-2}"); do
       for build in $builds; do
         binary=.carry/variants/$build/apps/dash-bench
         [ -x "$binary" ] || binary=.carry/variants/$build/dash-bench
