@@ -20,6 +20,8 @@
 #     .carry/variants/narrow): hdim 256 backward rows (MHA, GQA 32/8, GQA 16/8), head and narrow alternated
 #   scripts/experiments/ready_call.sh walk1 OUT     (device, ~110 s; carry .carry/variants/il256):
 #     walked GQA full hdim 256 rows with 1 against 2 interleaved heads (the follow-up of narrow)
+#   scripts/experiments/ready_call.sh first OUT     (device, ~470 s; carry head, narrow2, il64):
+#     narrow2's GPU tests and A/B against head, then il64 (the forty-first session's unrun call)
 #   scripts/experiments/ready_call.sh il64 OUT      (device, ~180 s; carry .carry/variants/il64 =
 #     HEAD + bwd_claim_interleave_env.patch, bf16 hdim 64): hdim 64 MHA backward 4k-16k, interleave 1-8
 #   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~450 s; carry .carry/variants/head
@@ -78,6 +80,15 @@ case ${1:-} in
       done
     done
     tar czf "$out/walk1.tgz" -C "$out/walk1" . && rm -rf "$out/walk1" ;;
+  first)  # the forty-first session's unrun call, in order of value (~470 s; carry .carry/variants/head,
+    # .carry/variants/narrow2 and .carry/variants/il64): narrow2's GPU tests (hdim 256 rows), its A/B
+    # against head (2 rounds), then the hdim 64 interleave sweep (cut first if time runs out)
+    out=${2:?usage: ready_call.sh first OUT}
+    timeout --kill-after=10 150 .carry/variants/narrow2/dash_gpu_tests > "$out/narrow2_tests.log" 2>&1
+    echo "narrow2 GPU tests: exit $?"
+    grep -E '^\[  FAILED|^\[  PASSED|tests ran' "$out/narrow2_tests.log" | tail -8
+    DASH_AB_BUILDS="head narrow2" bash "$here/scripts/experiments/ready_call.sh" narrow-ab "$out"
+    bash "$here/scripts/experiments/ready_call.sh" il64 "$out" ;;
   il64)  # hdim 64 MHA det. / atomic backward at 4k-16k (issue 16's gap) against the claim interleave
     # 1 / 2 / 4 / 8 (8 = HEAD) through il64's override, one round, then ncu's DRAM bytes and L2
     # hit rate at 1 x 16k full with 8 and 2 heads (~180 s; carry .carry/variants/il64)
@@ -195,6 +206,6 @@ case ${1:-} in
       done
     fi
     tar czf "$out/varlen.tgz" -C "$out/varlen" . && rm -rf "$out/varlen" ;;
-  *) echo "usage: ready_call.sh build | build-il256 | build-narrow | suite OUT | varlen OUT | hdim256 OUT | narrow-ab OUT | walk1 OUT | il64 OUT" >&2
+  *) echo "usage: ready_call.sh build | build-il256 | build-narrow | suite OUT | varlen OUT | hdim256 OUT | narrow-ab OUT | walk1 OUT | il64 OUT | first OUT" >&2
      exit 2 ;;
 esac
