@@ -40,6 +40,17 @@ unpack() { [ -f "$1/src/libdash_attn_capi.so" ] || tar -C "$1" -xJf "$1/binaries
 with_head_library() {
   DASH_ATTN_LIBRARY=$PWD/$head/src/libdash_attn_capi.so PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" "$@"
 }
+# bench_rows BASE BINARY [ARGS...]: one timed dash-bench run (backward, 10 reps, 2 determinism
+# runs, settled, no fp64 check) into BASE.json / BASE.log, its rows on stdout. The
+# environment passes through (DASH_EXP_INTERLEAVE for the override builds).
+bench_rows() {
+  local base=$1 binary=$2
+  shift 2
+  timeout --kill-after=10 70 "$binary" --passes bwd --reps 10 --determinism-runs 2 --verify-max-seqlen 0 \
+    --settle-ms 200 --commit "$commit" --json "$base.json" "$@" > "$base.log" 2>&1
+  echo "$(basename "$base"): exit $?"
+  grep -E ' bwd ' "$base.log" | grep -v repro | sed -E 's/ +/ /g'
+}
 commit=${DASH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  # the device has no .git: pass DASH_COMMIT
 case ${1:-} in
   build) scripts/build_variant.sh head --packed ;;
@@ -56,12 +67,8 @@ case ${1:-} in
       for build in $builds; do
         binary=.carry/variants/$build/apps/dash-bench
         [ -x "$binary" ] || binary=.carry/variants/$build/dash-bench
-        timeout --kill-after=10 60 $binary --passes bwd --shape 4,4096,4096,8,8,256 \
-          --shape 8,2048,2048,32,8,256 --shape 2,8192,8192,32,8,256 --shape 4,4096,4096,16,8,256 --masks full,causal \
-          --schedules atomic,auto --reps 10 --determinism-runs 2 --verify-max-seqlen 0 --settle-ms 200 \
-          --commit "$commit" --json "$out/narrow/${build}_r$round.json" > "$out/narrow/${build}_r$round.log" 2>&1
-        echo "$build round $round: exit $?"
-        grep -E ' bwd ' "$out/narrow/${build}_r$round.log" | grep -v repro | sed -E 's/ +/ /g'
+        bench_rows "$out/narrow/${build}_r$round" $binary --shape 4,4096,4096,8,8,256 --shape 8,2048,2048,32,8,256 \
+          --shape 2,8192,8192,32,8,256 --shape 4,4096,4096,16,8,256 --masks full,causal --schedules atomic,auto
       done
     done
     tar czf "$out/narrow.tgz" -C "$out/narrow" . && rm -rf "$out/narrow" ;;
@@ -70,13 +77,10 @@ case ${1:-} in
     mkdir -p "$out/walk1"
     for round in 1 2; do
       for interleave in 1 2; do
-        DASH_EXP_INTERLEAVE=$interleave timeout --kill-after=10 60 .carry/variants/il256/dash-bench --passes bwd \
+        DASH_EXP_INTERLEAVE=$interleave bench_rows "$out/walk1/il${interleave}_r$round" .carry/variants/il256/dash-bench \
           --shape 8,2048,2048,32,8,256 --shape 4,4096,4096,32,8,256 --shape 2,8192,8192,32,8,256 \
           --shape 1,16384,16384,32,8,256 --shape 4,4096,4096,16,8,256 --shape 4,4096,4096,32,1,256 --masks full \
-          --schedules atomic,auto --reps 10 --determinism-runs 2 --verify-max-seqlen 0 --settle-ms 200 \
-          --commit "$commit" --json "$out/walk1/il${interleave}_r$round.json" > "$out/walk1/il${interleave}_r$round.log" 2>&1
-        echo "interleave $interleave round $round: exit $?"
-        grep -E ' bwd ' "$out/walk1/il${interleave}_r$round.log" | grep -v repro | sed -E 's/ +/ /g'
+          --schedules atomic,auto
       done
     done
     tar czf "$out/walk1.tgz" -C "$out/walk1" . && rm -rf "$out/walk1" ;;
@@ -95,12 +99,9 @@ case ${1:-} in
     out=${2:?usage: ready_call.sh il64 OUT}
     mkdir -p "$out/il64"
     for interleave in 8 2 1 4; do
-      DASH_EXP_INTERLEAVE=$interleave timeout --kill-after=10 60 .carry/variants/il64/dash-bench --passes bwd \
+      DASH_EXP_INTERLEAVE=$interleave bench_rows "$out/il64/il$interleave" .carry/variants/il64/dash-bench \
         --shape 4,4096,4096,32,32,64 --shape 2,8192,8192,32,32,64 --shape 1,16384,16384,32,32,64 --masks full,causal \
-        --schedules atomic,auto --reps 10 --determinism-runs 2 --verify-max-seqlen 0 --settle-ms 200 \
-        --commit "$commit" --json "$out/il64/il$interleave.json" > "$out/il64/il$interleave.log" 2>&1
-      echo "interleave $interleave: exit $?"
-      grep -E ' bwd ' "$out/il64/il$interleave.log" | grep -v repro | sed -E 's/ +/ /g'
+        --schedules atomic,auto
     done
     for interleave in 8 2; do
       DASH_EXP_INTERLEAVE=$interleave timeout --kill-after=10 60 ncu --clock-control none -k regex:bwd_main -c 1 \
@@ -116,14 +117,10 @@ case ${1:-} in
     mkdir -p "$out/hdim256"
     unpack $head
     shapes=(--shape 8,2048,2048,32,8,256 --shape 2,8192,8192,32,8,256 --shape 4,4096,4096,8,8,256)
-    bench() {  # bench NAME BINARY [ARGS...]: one dash-bench run, its rows on stdout
+    bench() {  # bench NAME BINARY [ARGS...]: bench_rows over this step's shapes
       local name=$1 binary=$2
       shift 2
-      timeout --kill-after=10 70 "$binary" --passes bwd "${shapes[@]}" --reps 10 --determinism-runs 2 \
-        --verify-max-seqlen 0 --settle-ms 200 --commit "$commit" --json "$out/hdim256/$name.json" "$@" \
-        > "$out/hdim256/$name.log" 2>&1
-      echo "$name: exit $?"
-      grep -E ' bwd ' "$out/hdim256/$name.log" | grep -v repro | sed -E 's/ +/ /g'
+      bench_rows "$out/hdim256/$name" "$binary" "${shapes[@]}" "$@"
     }
     parts=" ${DASH_HDIM256_PARTS:-bwd fwd} "  # "fwd": issue 17's forward row alone (~200 s)
     if [[ "$parts" == *" bwd "* ]]; then
