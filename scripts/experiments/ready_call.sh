@@ -109,7 +109,7 @@ case ${1:-} in
         .carry/variants/il64/dash-bench --passes bwd --shape 1,16384,16384,32,32,64 --masks full --schedules auto \
         --reps 1 --determinism-runs 1 --verify-max-seqlen 0 > "$out/il64/ncu_il$interleave.csv" 2>&1
       echo "ncu interleave $interleave: exit $?"
-      grep -E 'bwd_main|BwdMain|bwd_kernel' "$out/il64/ncu_il$interleave.csv" | awk -F'","' '{print $(NF-2), $(NF-1), $NF}' | head -8
+      grep bwd_main "$out/il64/ncu_il$interleave.csv" | awk -F'","' '{print $(NF-2), $(NF-1), $NF}' | head -8
     done
     tar czf "$out/il64.tgz" -C "$out/il64" . && rm -rf "$out/il64" ;;
   hdim256)
@@ -141,9 +141,9 @@ case ${1:-} in
           > "$out/hdim256/ncu_$name.csv" 2> "$out/hdim256/ncu_$name.err"
         echo "ncu $name: exit $?"
         python3 -c 'import csv, sys
-  for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
-      n = r["Kernel Name"]
-      print(n.split("<")[0].split("::")[-1][:28], r["Metric Name"], r["Metric Unit"], r["Metric Value"])' "$out/hdim256/ncu_$name.csv"
+for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
+    n = r["Kernel Name"]
+    print(n.split("<")[0].split("::")[-1][:28], r["Metric Name"], r["Metric Unit"], r["Metric Value"])' "$out/hdim256/ncu_$name.csv"
       }
       profile bwd_2k --pass bwd --batch 8 --seqlen 2048
       profile bwd_8k --pass bwd --batch 2 --seqlen 8192
