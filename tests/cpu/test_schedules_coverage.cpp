@@ -140,6 +140,25 @@ TEST(ScheduleCoverage, CausalWideTilesInterleaveMoreHeads) {
               schedule::kChainClaimInterleave) << chain_heads;
 }
 
+// hdim 256's 64 x 64 tiles deal 2 heads (L2 holds the Q / dO / dQ of fewer
+// heads' chains at that tile), walked chains on full masks 1, except one
+// q-head's causal chains under descending (8).
+TEST(ScheduleCoverage, NarrowTilesInterleaveFewHeads) {
+  for (bool causal : {false, true})
+    for (int chain_heads : {1, 4}) {
+      const schedule::TileProblem p{1, 32, 8, 64, 64, causal, 8192, 8192};
+      for (ScheduleKind kind : {ScheduleKind::kAtomic, ScheduleKind::kFA3, ScheduleKind::kDescending}) {
+        const bool keeps_eight = kind == ScheduleKind::kDescending && causal && chain_heads == 1;
+        const int expected = keeps_eight                  ? schedule::kChainClaimInterleave
+                             : !causal && chain_heads > 1 ? schedule::kNarrowTileWalkedFullClaimInterleave
+                                                          : schedule::kNarrowTileClaimInterleave;
+        EXPECT_EQ(schedule::claim_interleave(kind, p, chain_heads), expected)
+            << to_string(kind) << (causal ? " causal" : " full") << ", chain_heads " << chain_heads;
+      }
+      EXPECT_EQ(schedule::claim_interleave(ScheduleKind::kShift, p, chain_heads), 1);
+    }
+}
+
 TEST(ScheduleResolve, MasksAndAuto) {
   schedule::TileProblem p{1, 8, 8, 64, 128, false, 4096, 4096};
   EXPECT_EQ(schedule::resolve_schedule(ScheduleKind::kSymmetricShift, p), ScheduleKind::kShift);

@@ -135,11 +135,31 @@ inline constexpr int kChainClaimInterleave = 8;
 // wider than the sequence must claim as causal.
 inline constexpr int kCausalWideTileClaimInterleave = 32;
 
+// hdim 256's 64 x 64 tiles take 2 heads at a time. A 64 x 64 step moves
+// twice the Q / dO / dQ bytes per FLOP of hdim 128's 64 x 128, and 8 heads'
+// chains in flight keep more of them than L2 holds: ncu of the GQA 32/8
+// det. backward (full, H100, docs/perf_log.md fortieth session) read 16 GB /
+// 84 GB from DRAM at 8 x 2k / 2 x 8k (L2 hits 57% / 46%, ~2.2 TB/s: bound by
+// HBM). One run each, 3 reps, TFLOPS with 1 / 2 / 8 heads (H100): GQA full
+// 8k 397 / 287 / 191, 2k 384 / 367 / 218; GQA causal 8k 347 / 367 / 269, 2k
+// 324 / 336 / 244; MHA 8 heads full 4 x 4k 324 / 364 / 270; atomic 385-416 /
+// 386-406 / 173-357. Not for one q-head's causal chains under descending
+// (MHA causal 4 x 4k 156 / 220 / 334): they keep 8. Walked chains on full
+// masks take 1 (kNarrowTileWalkedFullClaimInterleave): a walked chain already
+// holds chain_heads q-heads' Q / dO / dQ, and one head is the fastest there
+// (GQA 32/8 full 8k 397 against 287, 2k 384 against 367); on causal masks,
+// whose chains are half as long on average, 2 stays ahead (367 against 347).
+inline constexpr int kNarrowTileClaimInterleave = 2;
+inline constexpr int kNarrowTileWalkedFullClaimInterleave = 1;
+DASH_HOST_DEVICE inline bool is_narrow_square_tile(const TileProblem& p) { return p.block_m == 64 && p.block_n == 64; }
+
 // `chain_heads`: the q-heads each chain walks (Schedule::chain_heads).
 DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved, const TileProblem& p, int chain_heads) {
   if (is_wave_schedule(resolved)) return 1;
-  if (resolved == ScheduleKind::kDescending && p.causal && is_wide_square_tile(p) && chain_heads == 1)
-    return kCausalWideTileClaimInterleave;
+  const bool descending_causal_heads = resolved == ScheduleKind::kDescending && p.causal && chain_heads == 1;
+  if (descending_causal_heads && is_wide_square_tile(p)) return kCausalWideTileClaimInterleave;
+  if (is_narrow_square_tile(p) && chain_heads > 1 && !p.causal) return kNarrowTileWalkedFullClaimInterleave;
+  if (!descending_causal_heads && is_narrow_square_tile(p)) return kNarrowTileClaimInterleave;
   return kChainClaimInterleave;
 }
 
