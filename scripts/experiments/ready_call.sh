@@ -24,6 +24,8 @@
 #     narrow2's GPU tests and A/B against head, then il64 (the forty-first session's unrun call)
 #   scripts/experiments/ready_call.sh il64 OUT      (device, ~180 s; carry .carry/variants/il64 =
 #     HEAD + bwd_claim_interleave_env.patch, bf16 hdim 64): hdim 64 MHA backward 4k-16k, interleave 1-8
+#   scripts/experiments/ready_call.sh vwarp OUT     (device, ~300 s; carry head, vwarp): the varlen
+#     forward's warp-wide producer, its forward tests and varlen / fixed forward against head
 #   scripts/experiments/ready_call.sh hdim256 OUT   (device, ~450 s; carry .carry/variants/head
 #     and .carry/variants/il256): why the hdim 256 GQA 32/8 det. backward falls with length
 #     (docs/perf_log.md, thirty-ninth session): schedules and q-heads per chain on head,
@@ -203,6 +205,22 @@ for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith("\"")):
       done
     fi
     tar czf "$out/varlen.tgz" -C "$out/varlen" . && rm -rf "$out/varlen" ;;
-  *) echo "usage: ready_call.sh build | build-il256 | build-narrow | suite OUT | varlen OUT | hdim256 OUT | narrow-ab OUT | walk1 OUT | il64 OUT | first OUT" >&2
+  vwarp)  # the varlen forward's warp-wide producer (issue 17's last row; docs/perf_log.md, forty-second
+    # session): its forward GPU tests, then varlen / fixed forward, head against vwarp, 2 rounds (~300 s;
+    # carry .carry/variants/head and .carry/variants/vwarp, a --library build of the bf16 forward rows)
+    out=${2:?usage: ready_call.sh vwarp OUT}
+    mkdir -p "$out/vwarp"
+    unpack $head
+    timeout --kill-after=10 150 .carry/variants/vwarp/dash_gpu_tests --gtest_filter='*Forward*:*Varlen*:HugeTensors*' \
+      > "$out/vwarp/gpu_tests.log" 2>&1
+    echo "vwarp GPU tests: exit $?"
+    grep -E '^\[  (PASSED|FAILED) |tests ran' "$out/vwarp/gpu_tests.log" | head -12
+    DASH_AB_LIMIT=100 scripts/ab_library.sh "$out/vwarp" 2 varlen_vs_fixed "--passes fwd --reps 12 --commit $commit" \
+      head=$head/src/libdash_attn_capi.so vwarp=.carry/variants/vwarp/libdash_attn_capi.so
+    for log in "$out"/vwarp/ab/*.log; do
+      echo "$(basename "$log")"; grep 'varlen/fixed' "$log" | sed -E 's/ +/ /g; s/seqlen //; s/ TFLOPS//'
+    done
+    tar czf "$out/vwarp.tgz" -C "$out/vwarp" . && rm -rf "$out/vwarp" ;;
+  *) echo "usage: ready_call.sh build | build-il256 | build-narrow | suite OUT | varlen OUT | hdim256 OUT | narrow-ab OUT | walk1 OUT | il64 OUT | first OUT | vwarp OUT" >&2
      exit 2 ;;
 esac
