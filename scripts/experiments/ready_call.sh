@@ -6,10 +6,10 @@
 # are in git history (ae0e5e7).
 #   scripts/experiments/ready_call.sh build         (here, -j2, ~25 min)
 #     HEAD, every kernel row, packed (xz, ~5 MB) into .carry/variants/head
-#   scripts/experiments/ready_call.sh build-vwarp   (here, ~20 min beside nothing else)
-#     HEAD + fwd_varlen_warp_producer.patch, the bf16 forward rows, with the C ABI library,
-#     into .carry/variants/vwarp
-#   scripts/experiments/ready_call.sh vwarp OUT     (device, ~300 s; carry head, vwarp): the varlen
+#   scripts/experiments/ready_call.sh build-vwarp   (here, ~2 x 15 min beside nothing else)
+#     HEAD + fwd_varlen_warp_producer.patch (vwarp) and HEAD + fwd_varlen_warp_producer_early_handoff.patch
+#     (vwarp2), the bf16 forward rows, with the C ABI library, into .carry/variants/
+#   scripts/experiments/ready_call.sh vwarp OUT     (device, ~400 s; carry head, vwarp, vwarp2): the varlen
 #     forward's warp-wide producer, its forward tests and varlen / fixed forward against head
 #   scripts/experiments/ready_call.sh suite OUT     (device, ~500 s; carry .carry/variants/head)
 #     the whole GPU suite and the Python suite on head (DASH_SUITE_STEPS="tests" or "python":
@@ -37,19 +37,27 @@ with_library() {
 commit=${DASH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  # the device has no .git: pass DASH_COMMIT
 case ${1:-} in
   build) scripts/build_variant.sh head --packed ;;
-  build-vwarp) scripts/build_variant.sh vwarp --library --kernels "Forward:BF16:64;Forward:BF16:128;Forward:BF16:256" \
-                 scripts/experiments/fwd_varlen_warp_producer.patch ;;
+  build-vwarp)
+    for variant in vwarp:fwd_varlen_warp_producer vwarp2:fwd_varlen_warp_producer_early_handoff; do
+      scripts/build_variant.sh "${variant%%:*}" --library --kernels "Forward:BF16:64;Forward:BF16:128;Forward:BF16:256" \
+        "scripts/experiments/${variant#*:}.patch" || exit 1
+    done ;;
   vwarp)  # the varlen forward's warp-wide producer (issue 17's last row; docs/perf_log.md, forty-second
-    # session): its forward GPU tests, then varlen / fixed forward, head against vwarp, 2 rounds
+    # session): each variant's forward GPU tests, then varlen / fixed forward, head against the
+    # variants (DASH_VWARP_BUILDS, default "vwarp vwarp2"), 2 rounds
     out=${2:?usage: ready_call.sh vwarp OUT}
     mkdir -p "$out/vwarp"
     unpack $head
-    timeout --kill-after=10 150 .carry/variants/vwarp/dash_gpu_tests --gtest_filter='*Forward*:*Varlen*:HugeTensors*' \
-      > "$out/vwarp/gpu_tests.log" 2>&1
-    echo "vwarp GPU tests: exit $?"
-    grep -E '^\[  (PASSED|FAILED) |tests ran' "$out/vwarp/gpu_tests.log" | head -12
+    libraries=(head=$head/src/libdash_attn_capi.so)
+    for build in ${DASH_VWARP_BUILDS:-vwarp vwarp2}; do
+      timeout --kill-after=10 120 .carry/variants/$build/dash_gpu_tests --gtest_filter='*Forward*:*Varlen*:HugeTensors*' \
+        > "$out/vwarp/gpu_tests_$build.log" 2>&1
+      echo "$build GPU tests: exit $?"
+      grep -E '^\[  (PASSED|FAILED) |tests ran' "$out/vwarp/gpu_tests_$build.log" | head -12
+      libraries+=("$build=.carry/variants/$build/libdash_attn_capi.so")
+    done
     DASH_AB_LIMIT=100 scripts/ab_library.sh "$out/vwarp" 2 varlen_vs_fixed "--passes fwd --reps 12 --commit $commit" \
-      head=$head/src/libdash_attn_capi.so vwarp=.carry/variants/vwarp/libdash_attn_capi.so
+      "${libraries[@]}"
     for log in "$out"/vwarp/ab/*.log; do
       echo "$(basename "$log")"; grep 'varlen/fixed' "$log" | sed -E 's/ +/ /g; s/seqlen //; s/ TFLOPS//'
     done
