@@ -6,10 +6,10 @@
 # are in git history (ae0e5e7).
 #   scripts/experiments/ready_call.sh build         (here, -j2, ~25 min)
 #     HEAD, every kernel row, packed (xz, ~5 MB) into .carry/variants/head
-#   scripts/experiments/ready_call.sh build-vwarp   (here, ~2 x 15 min beside nothing else)
-#     HEAD + fwd_varlen_warp_producer.patch (vwarp) and HEAD + fwd_varlen_warp_producer_early_handoff.patch
-#     (vwarp2), the bf16 forward rows, with the C ABI library, into .carry/variants/
-#   scripts/experiments/ready_call.sh vwarp OUT     (device, ~400 s; carry head, vwarp, vwarp2): the varlen
+#   scripts/experiments/ready_call.sh build-vwarp   (here, ~15 min beside nothing else)
+#     HEAD + fwd_varlen_warp_producer.patch, the bf16 forward rows, with the C ABI library,
+#     into .carry/variants/vwarp
+#   scripts/experiments/ready_call.sh vwarp OUT     (device, ~300 s; carry head, vwarp): the varlen
 #     forward's warp-wide producer, its forward tests and varlen / fixed forward against head
 #   scripts/experiments/ready_call.sh suite OUT     (device, ~500 s; carry .carry/variants/head)
 #     the whole GPU suite and the Python suite on head (DASH_SUITE_STEPS="tests" or "python":
@@ -37,19 +37,16 @@ with_library() {
 commit=${DASH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}  # the device has no .git: pass DASH_COMMIT
 case ${1:-} in
   build) scripts/build_variant.sh head --packed ;;
-  build-vwarp)
-    for variant in vwarp:fwd_varlen_warp_producer vwarp2:fwd_varlen_warp_producer_early_handoff; do
-      scripts/build_variant.sh "${variant%%:*}" --library --kernels "Forward:BF16:64;Forward:BF16:128;Forward:BF16:256" \
-        "scripts/experiments/${variant#*:}.patch" || exit 1
-    done ;;
+  build-vwarp) scripts/build_variant.sh vwarp --library --kernels "Forward:BF16:64;Forward:BF16:128;Forward:BF16:256" \
+                 scripts/experiments/fwd_varlen_warp_producer.patch ;;
   vwarp)  # the varlen forward's warp-wide producer (issue 17's last row; docs/perf_log.md, forty-second
     # session): each variant's forward GPU tests, then varlen / fixed forward, head against the
-    # variants (DASH_VWARP_BUILDS, default "vwarp vwarp2"), 2 rounds
+    # variants (DASH_VWARP_BUILDS, default "vwarp"), 2 rounds
     out=${2:?usage: ready_call.sh vwarp OUT}
     mkdir -p "$out/vwarp"
     unpack $head
     libraries=(head=$head/src/libdash_attn_capi.so)
-    for build in ${DASH_VWARP_BUILDS:-vwarp vwarp2}; do
+    for build in ${DASH_VWARP_BUILDS:-vwarp}; do
       timeout --kill-after=10 120 .carry/variants/$build/dash_gpu_tests --gtest_filter='*Forward*:*Varlen*:HugeTensors*' \
         > "$out/vwarp/gpu_tests_$build.log" 2>&1
       echo "$build GPU tests: exit $?"
