@@ -11,6 +11,9 @@
 #     into .carry/variants/vwarp
 #   scripts/experiments/ready_call.sh vwarp OUT     (device, ~300 s; carry head, vwarp): the varlen
 #     forward's warp-wide producer, its forward tests and varlen / fixed forward against head
+#   scripts/experiments/ready_call.sh peers-stage   (device, seconds; carry .peers/stage1, .peers/install.sh)
+#   scripts/experiments/ready_call.sh peers OUT     (device, ~350 s, the next call at once; carry .peers/stage2,
+#     .peers/install.sh, .carry/variants/head): every peer row (bench/peers.py --rows all) beside FA4 and cuDNN
 #   scripts/experiments/ready_call.sh suite OUT     (device, ~500 s; carry .carry/variants/head)
 #     the whole GPU suite and the Python suite on head (DASH_SUITE_STEPS="tests" or "python":
 #     one of the two; DASH_VARIANT=NAME: another packed build)
@@ -84,6 +87,19 @@ case ${1:-} in
         --reps 20 --commit "$commit" --json "$out/fwd256/varlen_fwd_r$round.json" 2>&1 | grep 'varlen/fixed' | sed -E 's/ +/ /g'
     done
     tar czf "$out/fwd256.tgz" -C "$out/fwd256" . && rm -rf "$out/fwd256" ;;
+  peers-stage)  # the first of the peers' two calls (carry .peers/stage1 and .peers/install.sh): seconds
+    bash .peers/install.sh stage .peers/stage1 ;;
+  peers)  # the second, made at once (carry .peers/stage2, .peers/install.sh and .carry/variants/head):
+    # every peer row beside FA4 and cuDNN (bench/peers.py --rows all, issue 16's set), ~350 s
+    out=${2:?usage: ready_call.sh peers OUT}
+    eval "$(bash .peers/install.sh finish .peers/stage2)" || exit 1
+    unpack $head
+    DASH_COMMIT=$commit DASH_STEPS=peers DASH_PEERS_LIMIT=${DASH_PEERS_LIMIT:-480} \
+      DASH_PEERS_ARGS="--rows all --impls dash_attn,fa4,cudnn --reps 15" scripts/gpu_run.sh "$out/peers" $head \
+      > "$out/peers.txt" 2>&1
+    echo "peers: exit $?"
+    tail -n 40 "$out/peers.txt"
+    tar czf "$out/peers.tgz" -C "$out" peers && rm -rf "$out/peers" ;;
   suite)
     out=${2:?usage: ready_call.sh suite OUT}
     DASH_COMMIT=$commit DASH_STEPS="${DASH_SUITE_STEPS:-tests python}" DASH_TEST_LIMIT=400 DASH_PYTHON_LIMIT=180 \
@@ -114,6 +130,6 @@ case ${1:-} in
       done
     fi
     tar czf "$out/varlen.tgz" -C "$out/varlen" . && rm -rf "$out/varlen" ;;
-  *) echo "usage: ready_call.sh build | build-vwarp | vwarp OUT | fwd256-ncu OUT | suite OUT | varlen OUT" >&2
+  *) echo "usage: ready_call.sh build | build-vwarp | vwarp OUT | fwd256-ncu OUT | peers-stage | peers OUT | suite OUT | varlen OUT" >&2
      exit 2 ;;
 esac
