@@ -158,8 +158,8 @@ DASH_HOST_DEVICE inline int claim_interleave(ScheduleKind resolved, const TilePr
   if (is_wave_schedule(resolved)) return 1;
   const bool descending_causal_heads = resolved == ScheduleKind::kDescending && p.causal && chain_heads == 1;
   if (descending_causal_heads && is_wide_square_tile(p)) return kCausalWideTileClaimInterleave;
-  if (is_narrow_square_tile(p) && chain_heads > 1 && !p.causal) return kNarrowTileWalkedFullClaimInterleave;
-  if (!descending_causal_heads && is_narrow_square_tile(p)) return kNarrowTileClaimInterleave;
+  if (!descending_causal_heads && is_narrow_square_tile(p))
+    return chain_heads > 1 && !p.causal ? kNarrowTileWalkedFullClaimInterleave : kNarrowTileClaimInterleave;
   return kChainClaimInterleave;
 }
 
