@@ -43,21 +43,16 @@ case ${1:-} in
   build-vwarp) scripts/build_variant.sh vwarp --library --kernels "Forward:BF16:64;Forward:BF16:128;Forward:BF16:256" \
                  scripts/experiments/fwd_varlen_warp_producer.patch ;;
   vwarp)  # the varlen forward's warp-wide producer (issue 17's last row; docs/perf_log.md, forty-second
-    # session): each variant's forward GPU tests, then varlen / fixed forward, head against the
-    # variants (DASH_VWARP_BUILDS, default "vwarp"), 2 rounds
+    # session): its forward GPU tests, then varlen / fixed forward, head against vwarp, 2 rounds
     out=${2:?usage: ready_call.sh vwarp OUT}
     mkdir -p "$out/vwarp"
     unpack $head
-    libraries=(head=$head/src/libdash_attn_capi.so)
-    for build in ${DASH_VWARP_BUILDS:-vwarp}; do
-      timeout --kill-after=10 120 .carry/variants/$build/dash_gpu_tests --gtest_filter='*Forward*:*Varlen*:HugeTensors*' \
-        > "$out/vwarp/gpu_tests_$build.log" 2>&1
-      echo "$build GPU tests: exit $?"
-      grep -E '^\[  (PASSED|FAILED) |tests ran' "$out/vwarp/gpu_tests_$build.log" | head -12
-      libraries+=("$build=.carry/variants/$build/libdash_attn_capi.so")
-    done
+    timeout --kill-after=10 120 .carry/variants/vwarp/dash_gpu_tests --gtest_filter='*Forward*:*Varlen*:HugeTensors*' \
+      > "$out/vwarp/gpu_tests.log" 2>&1
+    echo "vwarp GPU tests: exit $?"
+    grep -E '^\[  (PASSED|FAILED) |tests ran' "$out/vwarp/gpu_tests.log" | head -12
     DASH_AB_LIMIT=100 scripts/ab_library.sh "$out/vwarp" 2 varlen_vs_fixed "--passes fwd --reps 12 --commit $commit" \
-      "${libraries[@]}"
+      head=$head/src/libdash_attn_capi.so vwarp=.carry/variants/vwarp/libdash_attn_capi.so
     for log in "$out"/vwarp/ab/*.log; do
       echo "$(basename "$log")"; grep 'varlen/fixed' "$log" | sed -E 's/ +/ /g; s/seqlen //; s/ TFLOPS//'
     done
@@ -92,7 +87,8 @@ case ${1:-} in
   peers)  # the second, made at once (carry .peers/stage2, .peers/install.sh and .carry/variants/head):
     # every peer row beside FA4 and cuDNN (bench/peers.py --rows all, issue 16's set), ~350 s
     out=${2:?usage: ready_call.sh peers OUT}
-    eval "$(bash .peers/install.sh finish .peers/stage2)" || exit 1
+    exports=$(bash .peers/install.sh finish .peers/stage2) || exit 1  # eval "$(...)" would hide a failure
+    eval "$exports"
     unpack $head
     DASH_COMMIT=$commit DASH_STEPS=peers DASH_PEERS_LIMIT=${DASH_PEERS_LIMIT:-480} \
       DASH_PEERS_ARGS="--rows all --impls dash_attn,fa4,cudnn --reps 15" scripts/gpu_run.sh "$out/peers" $head \
